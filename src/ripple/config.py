@@ -1,0 +1,126 @@
+"""Configuration: `ripple.toml` (or `--config FILE`), overridden by `RIPPLE_*` variables.
+
+The embedded defaults need neither: SQLite in the data directory, the S3 gateway on
+127.0.0.1:9000, Spark `local[*]`. Every problem is reported as one `ConfigError` line
+that names the key or variable and what it should be.
+"""
+
+from __future__ import annotations
+
+import os
+import tomllib
+from collections.abc import Mapping
+from dataclasses import dataclass, fields
+from pathlib import Path
+from typing import Any
+
+DEFAULT_CONFIG_FILE = "ripple.toml"
+
+
+class ConfigError(ValueError):
+    """A configuration value is missing, unknown or malformed."""
+
+
+@dataclass(frozen=True)
+class Settings:
+    data_dir: Path = Path(".ripple")
+    database_url: str = ""  # empty: SQLite file `metabase.db` in the data directory
+    s3_address: str = "127.0.0.1:9000"
+    region: str = ""
+    spark_master: str = "local[*]"
+    bucket_eventing_buckets: str = ""
+    mode: str = "dev"
+    destinations_allow: str = ""
+    metrics_address: str = ""
+
+    @property
+    def effective_database_url(self) -> str:
+        """The database URL in force: the configured one, or SQLite in the data directory."""
+        if self.database_url:
+            return self.database_url
+        return f"sqlite:///{(self.data_dir / 'metabase.db').as_posix()}"
+
+
+# TOML key path -> (Settings field, environment variable)
+_KEYS: dict[str, tuple[str, str]] = {
+    "data-dir": ("data_dir", "RIPPLE_DATA_DIR"),
+    "database.url": ("database_url", "RIPPLE_DATABASE_URL"),
+    "s3.address": ("s3_address", "RIPPLE_S3_ADDRESS"),
+    "s3.region": ("region", "RIPPLE_REGION"),
+    "spark.master": ("spark_master", "RIPPLE_SPARK_MASTER"),
+    "bucket-eventing.buckets": ("bucket_eventing_buckets", "RIPPLE_BUCKET_EVENTING_BUCKETS"),
+    "mode": ("mode", "RIPPLE_MODE"),
+    "destinations.allow": ("destinations_allow", "RIPPLE_DESTINATIONS_ALLOW"),
+    "metrics.address": ("metrics_address", "RIPPLE_METRICS_ADDRESS"),
+}
+_MODES = ("dev", "production")
+
+
+def _flatten(table: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for key, value in table.items():
+        path = f"{prefix}{key}"
+        if isinstance(value, Mapping):
+            out.update(_flatten(value, f"{path}."))
+        else:
+            out[path] = value
+    return out
+
+
+def _from_file(path: Path) -> dict[str, str]:
+    try:
+        with path.open("rb") as f:
+            raw = tomllib.load(f)
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"{path}: not valid TOML: {exc}") from exc
+    values: dict[str, str] = {}
+    for key, value in _flatten(raw).items():
+        if key not in _KEYS:
+            known = ", ".join(sorted(_KEYS))
+            raise ConfigError(f"{path}: unknown key {key!r} (known keys: {known})")
+        if isinstance(value, list) and key == "bucket-eventing.buckets":
+            value = ",".join(str(v) for v in value)
+        if not isinstance(value, str):
+            raise ConfigError(f"{path}: {key} must be a string, got {type(value).__name__}")
+        values[_KEYS[key][0]] = value
+    return values
+
+
+def load_settings(
+    config_file: str | os.PathLike[str] | None = None,
+    environ: Mapping[str, str] | None = None,
+) -> Settings:
+    """Read settings: defaults, then the TOML file, then `RIPPLE_*` environment variables.
+
+    `config_file=None` reads `ripple.toml` in the working directory if there is one; a
+    named file that does not exist is an error.
+    """
+    env = os.environ if environ is None else environ
+    values: dict[str, str] = {}
+    if config_file is not None:
+        path = Path(config_file)
+        if not path.is_file():
+            raise ConfigError(f"config file {path} does not exist")
+        values.update(_from_file(path))
+    elif Path(DEFAULT_CONFIG_FILE).is_file():
+        values.update(_from_file(Path(DEFAULT_CONFIG_FILE)))
+    for field_name, variable in _KEYS.values():
+        if variable in env:
+            values[field_name] = env[variable]
+
+    known = {f.name for f in fields(Settings)}
+    assert known >= set(values)
+    typed: dict[str, Any] = {k: v.strip() for k, v in values.items()}
+    if "data_dir" in typed:
+        typed["data_dir"] = Path(typed["data_dir"])
+    settings = Settings(**typed)
+    if settings.mode not in _MODES:
+        raise ConfigError(f"mode must be one of {', '.join(_MODES)}, got {settings.mode!r}")
+    if not str(settings.data_dir):
+        raise ConfigError("data-dir (RIPPLE_DATA_DIR) must not be empty")
+    if settings.database_url and not settings.database_url.startswith(("sqlite", "postgresql")):
+        raise ConfigError(
+            "database.url (RIPPLE_DATABASE_URL) must be a sqlite:/// or postgresql:// URL, "
+            f"got {settings.database_url!r}"
+        )
+    return settings

@@ -1,0 +1,96 @@
+"""The metabase: object metadata with S3 versioning and object lock.
+
+One module per operation (begin, commit, commit inline, copy, get, list, list versions,
+delete, delete version, DeleteObjects, versioning, retention, legal hold), each a function
+taking the `Metabase` handle. Semantics live here; the gateway only translates the wire.
+"""
+
+from ripple.metabase.begin_object import begin_object
+from ripple.metabase.bucket_versioning import set_bucket_versioning
+from ripple.metabase.buckets import (
+    create_bucket,
+    delete_bucket,
+    get_bucket_info,
+    list_buckets,
+    set_object_lock_configuration,
+)
+from ripple.metabase.commit_inline_object import commit_inline_object
+from ripple.metabase.commit_object import commit_object
+from ripple.metabase.copy_object import CopyResult, copy_object
+from ripple.metabase.db import Metabase
+from ripple.metabase.delete_object import DeleteResult, delete_object
+from ripple.metabase.delete_object_version import delete_object_version
+from ripple.metabase.delete_objects import (
+    MAX_DELETE_OBJECTS,
+    DeletedObject,
+    DeleteObjectsError,
+    DeleteObjectsItem,
+    DeleteObjectsResult,
+    delete_objects,
+)
+from ripple.metabase.get_object import get_object
+from ripple.metabase.legal_hold import get_object_legal_hold, put_object_legal_hold
+from ripple.metabase.list_objects import ListObjectsResult, list_objects
+from ripple.metabase.list_versions import ListVersionsResult, VersionEntry, list_object_versions
+from ripple.metabase.projects import Project, create_project, get_project, list_projects
+from ripple.metabase.retention import get_object_retention, put_object_retention
+from ripple.metabase.store_committed import CommitResult
+from ripple.metabase.types import (
+    Bucket,
+    BucketLocation,
+    DefaultRetention,
+    Object,
+    ObjectLocation,
+    Retention,
+    RetentionMode,
+    Status,
+    Versioning,
+)
+
+__all__ = [
+    "MAX_DELETE_OBJECTS",
+    "Bucket",
+    "BucketLocation",
+    "CommitResult",
+    "CopyResult",
+    "DefaultRetention",
+    "DeleteObjectsError",
+    "DeleteObjectsItem",
+    "DeleteObjectsResult",
+    "DeleteResult",
+    "DeletedObject",
+    "ListObjectsResult",
+    "ListVersionsResult",
+    "Metabase",
+    "Object",
+    "ObjectLocation",
+    "Project",
+    "Retention",
+    "RetentionMode",
+    "Status",
+    "VersionEntry",
+    "Versioning",
+    "begin_object",
+    "commit_inline_object",
+    "commit_object",
+    "copy_object",
+    "create_bucket",
+    "create_project",
+    "delete_bucket",
+    "delete_object",
+    "delete_object_version",
+    "delete_objects",
+    "get_bucket_info",
+    "get_object",
+    "get_object_legal_hold",
+    "get_object_retention",
+    "get_project",
+    "list_buckets",
+    "list_object_versions",
+    "list_objects",
+    "list_projects",
+    "put_object_legal_hold",
+    "put_object_retention",
+    "set_bucket_versioning",
+    "set_object_lock_configuration",
+]

@@ -1,0 +1,49 @@
+"""Begin an object: a pending row (status 1) that a later commit turns into a version.
+
+Pending rows are invisible to reads and lists and emit no events."""
+
+from __future__ import annotations
+
+import uuid
+from datetime import datetime
+
+import sqlalchemy as sa
+
+from ripple.metabase.db import Metabase
+from ripple.metabase.rows import (
+    get_bucket,
+    new_stream_id,
+    next_version,
+    object_values,
+    require_aware,
+)
+from ripple.metabase.schema import objects
+from ripple.metabase.types import Object, ObjectLocation, Status
+
+
+def begin_object(
+    db: Metabase,
+    loc: ObjectLocation,
+    *,
+    stream_id: uuid.UUID | None = None,
+    expires_at: datetime | None = None,
+) -> Object:
+    require_aware(expires_at, "expires_at")
+    sid = stream_id or new_stream_id()
+
+    def tx(conn: sa.Connection) -> Object:
+        get_bucket(conn, loc.bucket)
+        pending = Object(
+            project_id=loc.project_id,
+            bucket_name=loc.bucket_name,
+            object_key=loc.object_key,
+            version=next_version(conn, loc),
+            stream_id=sid,
+            status=Status.PENDING,
+            created_at=db.now(),
+            expires_at=expires_at,
+        )
+        conn.execute(sa.insert(objects).values(object_values(pending)))
+        return pending
+
+    return db.run_write(tx)

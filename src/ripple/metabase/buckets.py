@@ -1,0 +1,151 @@
+"""Buckets: create, get, list, delete (only when empty), and the object lock configuration.
+
+S3 bucket names are global: a name another project holds is `BucketAlreadyExists`, one the
+same project holds is `BucketAlreadyOwnedByYou`. Object lock can only be chosen at
+creation, and turns versioning on.
+"""
+
+from __future__ import annotations
+
+import re
+import uuid
+
+import sqlalchemy as sa
+from sqlalchemy import exc
+
+from ripple.metabase.db import Metabase
+from ripple.metabase.errors import (
+    BucketAlreadyExists,
+    BucketAlreadyOwnedByYou,
+    BucketNotEmpty,
+    InvalidArgument,
+    ObjectLockNotEnabled,
+    ProjectNotFound,
+)
+from ripple.metabase.rows import at_bucket, bucket_from_row, get_bucket
+from ripple.metabase.schema import buckets, objects, projects
+from ripple.metabase.types import Bucket, BucketLocation, DefaultRetention, Versioning
+
+_BUCKET_NAME = re.compile(r"^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$")
+_IP_ADDRESS = re.compile(r"^\d+\.\d+\.\d+\.\d+$")
+
+
+class InvalidBucketName(InvalidArgument):
+    code = "InvalidBucketName"
+
+
+def validate_bucket_name(name: str) -> None:
+    """S3's bucket naming rules; raise `InvalidBucketName` saying which one is broken."""
+    if not _BUCKET_NAME.match(name):
+        raise InvalidBucketName(
+            f"bucket name {name!r} must be 3 to 63 characters of lower-case letters, digits, "
+            "dots and hyphens, beginning and ending with a letter or digit"
+        )
+    if ".." in name or ".-" in name or "-." in name:
+        raise InvalidBucketName(f"bucket name {name!r} must not have adjacent dots or dot-hyphens")
+    if _IP_ADDRESS.match(name):
+        raise InvalidBucketName(f"bucket name {name!r} must not look like an IP address")
+    if name.startswith("xn--") or name.endswith("-s3alias"):
+        raise InvalidBucketName(f"bucket name {name!r} uses a reserved prefix or suffix")
+
+
+def create_bucket(
+    db: Metabase,
+    loc: BucketLocation,
+    *,
+    versioning: Versioning = Versioning.UNVERSIONED,
+    object_lock_enabled: bool = False,
+) -> Bucket:
+    validate_bucket_name(loc.bucket_name)
+    if object_lock_enabled:
+        versioning = Versioning.ENABLED
+    bucket = Bucket(
+        loc.project_id, loc.bucket_name, versioning, object_lock_enabled, None, db.now()
+    )
+    try:
+        with db.write() as conn:
+            if (
+                conn.execute(
+                    sa.select(projects.c.id).where(projects.c.id == loc.project_id)
+                ).first()
+                is None
+            ):
+                raise ProjectNotFound(f"project {loc.project_id} does not exist")
+            owner = conn.execute(
+                sa.select(buckets.c.project_id).where(buckets.c.name == loc.bucket_name)
+            ).scalar()
+            if owner is not None:
+                raise _exists_error(loc, owner == loc.project_id)
+            conn.execute(
+                sa.insert(buckets).values(
+                    project_id=loc.project_id,
+                    name=loc.bucket_name,
+                    versioning=int(versioning),
+                    object_lock_enabled=object_lock_enabled,
+                    created_at=bucket.created_at,
+                )
+            )
+    except exc.IntegrityError as e:  # a concurrent create won the name
+        raise _exists_error(loc, mine=False) from e
+    return bucket
+
+
+def _exists_error(loc: BucketLocation, mine: bool) -> BucketAlreadyExists:
+    if mine:
+        return BucketAlreadyOwnedByYou(f"you already own bucket {loc.bucket_name!r}")
+    return BucketAlreadyExists(f"bucket name {loc.bucket_name!r} is taken; choose another")
+
+
+def get_bucket_info(db: Metabase, loc: BucketLocation) -> Bucket:
+    with db.read() as conn:
+        return get_bucket(conn, loc)
+
+
+def list_buckets(db: Metabase, project_id: uuid.UUID) -> list[Bucket]:
+    with db.read() as conn:
+        rows = conn.execute(
+            sa.select(buckets).where(buckets.c.project_id == project_id).order_by(buckets.c.name)
+        ).all()
+    return [bucket_from_row(r) for r in rows]
+
+
+def delete_bucket(db: Metabase, loc: BucketLocation) -> None:
+    """Delete an empty bucket: no versions, delete markers or pending uploads left."""
+    with db.write() as conn:
+        get_bucket(conn, loc)
+        if conn.execute(sa.select(objects.c.version).where(at_bucket(loc)).limit(1)).first():
+            raise BucketNotEmpty(f"bucket {loc.bucket_name!r} is not empty")
+        conn.execute(
+            sa.delete(buckets).where(
+                buckets.c.project_id == loc.project_id, buckets.c.name == loc.bucket_name
+            )
+        )
+
+
+def set_object_lock_configuration(
+    db: Metabase, loc: BucketLocation, default: DefaultRetention | None
+) -> Bucket:
+    """Set (or with None, clear) the default retention of an object-lock bucket."""
+    if default is not None:
+        if (default.days is None) == (default.years is None):
+            raise InvalidArgument("default retention needs exactly one of days or years")
+        period = default.days if default.days is not None else default.years
+        if period is None or period <= 0:
+            raise InvalidArgument("default retention period must be a positive number")
+    with db.write() as conn:
+        bucket = get_bucket(conn, loc)
+        if not bucket.object_lock_enabled:
+            raise ObjectLockNotEnabled(
+                f"bucket {loc.bucket_name!r} was created without object lock; "
+                "object lock can only be enabled when a bucket is created"
+            )
+        conn.execute(
+            sa.update(buckets)
+            .where(buckets.c.project_id == loc.project_id, buckets.c.name == loc.bucket_name)
+            .values(
+                default_retention_mode=None if default is None else int(default.mode),
+                default_retention_days=None if default is None else default.days,
+                default_retention_years=None if default is None else default.years,
+            )
+        )
+        return get_bucket(conn, loc)

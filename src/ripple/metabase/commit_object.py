@@ -1,0 +1,61 @@
+"""Commit an object: DELETE its pending row and INSERT the committed version, in one
+transaction (never an UPDATE, so the change stream can leave updates out)."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import sqlalchemy as sa
+
+from ripple.metabase.db import Metabase
+from ripple.metabase.errors import PendingObjectNotFound
+from ripple.metabase.rows import at_key, delete_rows, get_bucket, select_rows
+from ripple.metabase.schema import objects
+from ripple.metabase.store_committed import CommitResult, store_committed
+from ripple.metabase.types import Object, Retention, Status
+
+
+def commit_object(
+    db: Metabase,
+    pending: Object,
+    *,
+    size: int,
+    etag: str,
+    content_type: str = "",
+    user_metadata: dict[str, str] | None = None,
+    retention: Retention | None = None,
+    legal_hold: bool = False,
+) -> CommitResult:
+    """Commit the upload `begin_object` returned as the key's newest version."""
+
+    def tx(conn: sa.Connection) -> CommitResult:
+        bucket = get_bucket(conn, pending.location.bucket)
+        rows = select_rows(
+            conn,
+            sa.and_(
+                at_key(pending.location),
+                objects.c.version == pending.version,
+                objects.c.status == int(Status.PENDING),
+                objects.c.stream_id == pending.stream_id,
+            ),
+            lock=True,
+        )
+        if not rows:
+            raise PendingObjectNotFound(
+                f"no pending upload of {pending.object_key!r} with stream {pending.stream_id}"
+            )
+        delete_rows(conn, rows)
+        new = replace(
+            rows[0],
+            total_plain_size=size,
+            etag=etag,
+            content_type=content_type,
+            user_metadata=dict(user_metadata or {}),
+            retention=retention,
+            legal_hold=legal_hold,
+        )
+        return store_committed(
+            conn, bucket, new, db.now(), explicit_retention=retention is not None
+        )
+
+    return db.run_write(tx)

@@ -1,0 +1,81 @@
+"""Copy an object: a new committed version at the destination from a source version.
+
+The copy gets a new stream id (the caller copies the data for objects not stored inline),
+the source's size, ETag and, with the COPY directive, its content type and metadata. Object
+lock settings are not copied; the destination's default retention applies. Copying a key
+onto itself must change something (REPLACE), as S3 requires."""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass, replace
+from typing import Literal
+
+import sqlalchemy as sa
+
+from ripple.metabase.db import Metabase
+from ripple.metabase.errors import InvalidArgument, MethodNotAllowed
+from ripple.metabase.get_object import resolve_object
+from ripple.metabase.rows import get_bucket, key_bytes, new_stream_id
+from ripple.metabase.store_committed import CommitResult, store_committed
+from ripple.metabase.types import Object, ObjectLocation, Retention
+
+
+class InvalidCopyRequest(InvalidArgument):
+    code = "InvalidRequest"
+
+
+@dataclass(frozen=True)
+class CopyResult(CommitResult):
+    source: Object | None = None
+
+
+def copy_object(
+    db: Metabase,
+    source: ObjectLocation,
+    destination: ObjectLocation,
+    *,
+    source_version_id: str | None = None,
+    metadata_directive: Literal["COPY", "REPLACE"] = "COPY",
+    content_type: str | None = None,
+    user_metadata: dict[str, str] | None = None,
+    retention: Retention | None = None,
+    legal_hold: bool = False,
+    stream_id: uuid.UUID | None = None,
+) -> CopyResult:
+    key_bytes(destination.object_key)
+    if metadata_directive not in ("COPY", "REPLACE"):
+        raise InvalidArgument(
+            f"metadata directive must be COPY or REPLACE, not {metadata_directive!r}"
+        )
+    if source == destination and source_version_id is None and metadata_directive == "COPY":
+        raise InvalidCopyRequest(
+            "this copy request is illegal because it is trying to copy an object to itself "
+            "without changing the object's metadata; use the REPLACE metadata directive"
+        )
+    new_stream = stream_id or new_stream_id()
+
+    def tx(conn: sa.Connection) -> CopyResult:
+        src = resolve_object(conn, source, source_version_id)
+        if src.is_delete_marker:
+            raise MethodNotAllowed("the source version is a delete marker and cannot be copied")
+        bucket = get_bucket(conn, destination.bucket)
+        replace_meta = metadata_directive == "REPLACE"
+        new = replace(
+            src,
+            project_id=destination.project_id,
+            bucket_name=destination.bucket_name,
+            object_key=destination.object_key,
+            stream_id=new_stream,
+            content_type=(content_type or "") if replace_meta else src.content_type,
+            user_metadata=dict(user_metadata or {}) if replace_meta else dict(src.user_metadata),
+            retention=retention,
+            legal_hold=legal_hold,
+            expires_at=None,
+        )
+        result = store_committed(
+            conn, bucket, new, db.now(), explicit_retention=retention is not None
+        )
+        return CopyResult(result.object, result.removed, source=src)
+
+    return db.run_write(tx)

@@ -1,0 +1,120 @@
+"""The metabase handle: engine set-up for SQLite (WAL) and PostgreSQL (psycopg 3),
+read and write transactions, and retrying writers that race for the same key.
+"""
+
+from __future__ import annotations
+
+import random
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any, TypeVar
+
+import sqlalchemy as sa
+from sqlalchemy import event, exc
+from sqlalchemy.engine import Connection, Engine
+
+from ripple.metabase.errors import ConflictRetry
+
+T = TypeVar("T")
+
+_WRITE_OPTION = "ripple_write"
+_MAX_ATTEMPTS = 8
+
+
+def normalize_url(url: str) -> sa.URL:
+    """Parse a database URL, choosing psycopg 3 for PostgreSQL. Raises ValueError if bad."""
+    try:
+        parsed = sa.make_url(url)
+    except exc.ArgumentError as e:
+        raise ValueError(f"not a database URL: {url!r}") from e
+    if parsed.drivername in ("postgresql", "postgres"):
+        parsed = parsed.set(drivername="postgresql+psycopg")
+    if parsed.get_backend_name() not in ("sqlite", "postgresql"):
+        raise ValueError(f"unsupported database {parsed.drivername!r}: use sqlite or postgresql")
+    return parsed
+
+
+def _sqlite_engine(url: sa.URL) -> Engine:
+    if url.database and url.database != ":memory:":
+        Path(url.database).parent.mkdir(parents=True, exist_ok=True)
+    engine = sa.create_engine(url, connect_args={"timeout": 30})
+
+    @event.listens_for(engine, "connect")
+    def _on_connect(dbapi_conn: Any, _record: Any) -> None:
+        # Take transaction control away from pysqlite so BEGIN is ours to emit.
+        dbapi_conn.isolation_level = None
+        cursor = dbapi_conn.cursor()
+        cursor.execute("PRAGMA journal_mode=WAL")
+        cursor.execute("PRAGMA synchronous=NORMAL")
+        cursor.execute("PRAGMA foreign_keys=ON")
+        cursor.execute("PRAGMA busy_timeout=30000")
+        cursor.close()
+
+    @event.listens_for(engine, "begin")
+    def _on_begin(conn: Connection) -> None:
+        # Writers take the write lock up front: a deferred transaction that later tries to
+        # write can fail with SQLITE_BUSY instead of waiting its turn.
+        write = conn.get_execution_options().get(_WRITE_OPTION, False)
+        conn.exec_driver_sql("BEGIN IMMEDIATE" if write else "BEGIN")
+
+    return engine
+
+
+def _is_write_conflict(error: exc.DBAPIError) -> bool:
+    """A unique violation on a version we computed, a serialization failure or a deadlock."""
+    sqlstate = getattr(error.orig, "sqlstate", None)
+    return sqlstate in ("23505", "40001", "40P01")
+
+
+class Metabase:
+    """A connection pool to the metabase, and the clock its rules are judged by."""
+
+    def __init__(self, url: str, *, echo: bool = False) -> None:
+        self.url = normalize_url(url)
+        if self.url.get_backend_name() == "sqlite":
+            self.engine = _sqlite_engine(self.url)
+        else:
+            self.engine = sa.create_engine(self.url, echo=echo, pool_pre_ping=True)
+        self._writer = self.engine.execution_options(**{_WRITE_OPTION: True})
+        self.clock: Callable[[], datetime] = lambda: datetime.now(UTC)
+
+    @property
+    def dialect(self) -> str:
+        """`sqlite` or `postgresql`."""
+        return self.engine.dialect.name
+
+    def now(self) -> datetime:
+        return self.clock()
+
+    @contextmanager
+    def read(self) -> Iterator[Connection]:
+        """A read-only transaction."""
+        with self.engine.connect() as conn, conn.begin():
+            yield conn
+
+    @contextmanager
+    def write(self) -> Iterator[Connection]:
+        """A write transaction: committed when the block ends, rolled back on an exception."""
+        with self._writer.connect() as conn, conn.begin():
+            yield conn
+
+    def run_write(self, fn: Callable[[Connection], T]) -> T:
+        """Run `fn` in a write transaction, again from the start if a concurrent writer won.
+
+        `fn` must compute everything it writes from what it reads inside the transaction.
+        """
+        for attempt in range(_MAX_ATTEMPTS):
+            try:
+                with self.write() as conn:
+                    return fn(conn)
+            except exc.DBAPIError as e:
+                if not _is_write_conflict(e):
+                    raise
+                time.sleep(random.uniform(0, 0.002 * 2**attempt))
+        raise ConflictRetry("too many concurrent writes to the same objects; try again")
+
+    def dispose(self) -> None:
+        self.engine.dispose()

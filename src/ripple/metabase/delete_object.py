@@ -1,0 +1,82 @@
+"""Delete last committed: what S3 DeleteObject does without a version ID.
+
+- versioning enabled: a delete marker becomes the latest version; nothing is deleted,
+  even when the key has no versions at all;
+- suspended: a `null` delete marker replaces the key's `null` version, if it has one;
+- unversioned: the object is deleted, no marker; a missing key is not an error.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime
+
+import sqlalchemy as sa
+
+from ripple.metabase.db import Metabase
+from ripple.metabase.objectlock import bypass_allowed, check_deletable
+from ripple.metabase.rows import (
+    delete_rows,
+    get_bucket,
+    key_bytes,
+    new_stream_id,
+    next_version,
+    null_version,
+    object_values,
+)
+from ripple.metabase.schema import objects
+from ripple.metabase.types import Bucket, Object, ObjectLocation, Status, Versioning
+
+
+@dataclass(frozen=True)
+class DeleteResult:
+    removed: list[Object] = field(default_factory=list)  # rows deleted (data to free)
+    marker: Object | None = None  # the delete marker created, if any
+
+
+def delete_object(
+    db: Metabase,
+    loc: ObjectLocation,
+    *,
+    bypass_governance: bool = False,
+    can_bypass_governance: bool = False,
+) -> DeleteResult:
+    key_bytes(loc.object_key)
+    bypass = bypass_allowed(bypass_governance, can_bypass_governance)
+
+    def tx(conn: sa.Connection) -> DeleteResult:
+        bucket = get_bucket(conn, loc.bucket)
+        now = db.now()
+        removed: list[Object] = []
+        if bucket.versioning is not Versioning.ENABLED:
+            old = null_version(conn, loc, lock=True)
+            if old is not None:
+                check_deletable(old, now, bypass=bypass)
+                removed.append(old)
+        delete_rows(conn, removed)
+        marker = None
+        if bucket.versioning is not Versioning.UNVERSIONED:
+            marker = delete_marker(bucket, loc, next_version(conn, loc), now)
+            conn.execute(sa.insert(objects).values(object_values(marker)))
+        return DeleteResult(removed, marker)
+
+    return db.run_write(tx)
+
+
+def delete_marker(bucket: Bucket, loc: ObjectLocation, version: int, now: datetime) -> Object:
+    """A delete marker for `loc` under the bucket's versioning (never for unversioned)."""
+    assert bucket.versioning is not Versioning.UNVERSIONED
+    status = (
+        Status.DELETE_MARKER_VERSIONED
+        if bucket.versioning is Versioning.ENABLED
+        else Status.DELETE_MARKER_UNVERSIONED
+    )
+    return Object(
+        project_id=loc.project_id,
+        bucket_name=loc.bucket_name,
+        object_key=loc.object_key,
+        version=version,
+        stream_id=new_stream_id(),
+        status=status,
+        created_at=now,
+    )

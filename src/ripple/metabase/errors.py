@@ -1,0 +1,97 @@
+"""Metabase errors. Each carries the S3 error code the gateway answers with."""
+
+from __future__ import annotations
+
+
+class MetabaseError(Exception):
+    """Base of every error an operation raises for bad input or a refused change."""
+
+    code = "InternalError"
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.message = message
+
+
+class InvalidArgument(MetabaseError):
+    code = "InvalidArgument"
+
+
+class InvalidVersionId(InvalidArgument):
+    def __init__(self, version_id: str) -> None:
+        super().__init__(f"invalid version id specified: {version_id!r}")
+
+
+class ProjectNotFound(MetabaseError):
+    code = "InvalidAccessKeyId"
+
+
+class BucketNotFound(MetabaseError):
+    code = "NoSuchBucket"
+
+
+class BucketAlreadyExists(MetabaseError):
+    """Another project holds the name (S3 bucket names are global)."""
+
+    code = "BucketAlreadyExists"
+
+
+class BucketAlreadyOwnedByYou(BucketAlreadyExists):
+    code = "BucketAlreadyOwnedByYou"
+
+
+class BucketNotEmpty(MetabaseError):
+    code = "BucketNotEmpty"
+
+
+class InvalidBucketState(MetabaseError):
+    code = "InvalidBucketState"
+
+
+class ObjectLockNotEnabled(MetabaseError):
+    """Retention or legal hold on a bucket created without object lock."""
+
+    code = "InvalidRequest"
+
+
+class ObjectNotFound(MetabaseError):
+    """No such key, or its latest version is a delete marker (`delete_marker` says which)."""
+
+    code = "NoSuchKey"
+
+    def __init__(self, message: str, *, delete_marker: bool = False, version_id: str = "") -> None:
+        super().__init__(message)
+        self.delete_marker = delete_marker
+        self.version_id = version_id
+
+
+class VersionNotFound(ObjectNotFound):
+    code = "NoSuchVersion"
+
+
+class PendingObjectNotFound(MetabaseError):
+    code = "NoSuchUpload"
+
+
+class MethodNotAllowed(MetabaseError):
+    """The operation does not apply to what the version is (e.g. a delete marker)."""
+
+    code = "MethodNotAllowed"
+
+
+class ObjectLocked(MetabaseError):
+    """Object lock forbids the change: a legal hold or an active retention period."""
+
+    code = "AccessDenied"
+
+
+class InvalidDeleteRequest(MetabaseError):
+    """A DeleteObjects request that cannot be run at all: no items, or more than 1000."""
+
+    code = "MalformedXML"
+
+
+class ConflictRetry(MetabaseError):
+    """A concurrent writer kept winning the same key; the caller may try again."""
+
+    code = "OperationAborted"

@@ -1,0 +1,32 @@
+"""Put and get an object version's legal hold (S3 PutObjectLegalHold / GetObjectLegalHold).
+
+A legal hold has no expiry and stops the version from being deleted by anyone, until it is
+turned off. Only in buckets created with object lock, only on object versions."""
+
+from __future__ import annotations
+
+import sqlalchemy as sa
+
+from ripple.metabase.db import Metabase
+from ripple.metabase.get_object import resolve_object
+from ripple.metabase.retention import lockable_version, update_version
+from ripple.metabase.types import Object, ObjectLocation
+
+
+def put_object_legal_hold(
+    db: Metabase, loc: ObjectLocation, on: bool, *, version_id: str | None = None
+) -> Object:
+    def tx(conn: sa.Connection) -> Object:
+        _, obj = lockable_version(conn, loc, version_id, "legal hold")
+        update_version(conn, obj, legal_hold=on)
+        return resolve_object(conn, loc, obj.version_id)
+
+    return db.run_write(tx)
+
+
+def get_object_legal_hold(
+    db: Metabase, loc: ObjectLocation, *, version_id: str | None = None
+) -> bool:
+    with db.read() as conn:
+        _, obj = lockable_version(conn, loc, version_id, "legal hold")
+    return obj.legal_hold

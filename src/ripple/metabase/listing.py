@@ -1,0 +1,79 @@
+"""What ListObjects and ListObjectVersions share: an ordered scan of committed rows (key
+ascending, version descending) from a position, and S3's delimiter roll-up into common
+prefixes. Keys are UTF-8, which never holds the byte 0xFF, so `p + b"\\xff"` sorts after
+every key that starts with `p` and before every greater key that does not."""
+
+from __future__ import annotations
+
+import sqlalchemy as sa
+from sqlalchemy.engine import Connection
+
+from ripple.metabase.errors import InvalidArgument
+from ripple.metabase.rows import at_bucket, object_from_row
+from ripple.metabase.schema import objects
+from ripple.metabase.types import COMMITTED_STATUSES, BucketLocation, Object
+
+MAX_KEYS = 1000
+BATCH = 500
+_PAST = b"\xff"
+
+_LIST_COLUMNS = [c for c in objects.c if c.name != "inline_data"]
+
+
+def check_max_keys(max_keys: int) -> int:
+    if max_keys < 0:
+        raise InvalidArgument(f"max-keys must be 0 or more, got {max_keys}")
+    return min(max_keys, MAX_KEYS)
+
+
+def past(prefix: bytes) -> bytes:
+    """A position after every key that starts with `prefix`."""
+    return prefix + _PAST
+
+
+def common_prefix(key: str, prefix: str, delimiter: str) -> str | None:
+    """The common prefix `key` rolls up into under `delimiter`, if it does."""
+    if not delimiter:
+        return None
+    at = key.find(delimiter, len(prefix))
+    return None if at < 0 else key[: at + len(delimiter)]
+
+
+def start_position(marker: str, prefix: str, delimiter: str) -> bytes | None:
+    """The key to list after for a marker; a marker that is a common prefix skips all of it."""
+    if not marker:
+        return None
+    raw = marker.encode("utf-8")
+    return past(raw) if common_prefix(marker, prefix, delimiter) == marker else raw
+
+
+def scan(
+    conn: Connection,
+    loc: BucketLocation,
+    prefix: bytes,
+    after_key: bytes | None,
+    after_version: int | None = None,
+    limit: int = BATCH,
+) -> list[Object]:
+    """Committed rows under `prefix` after the position (`after_key`, `after_version`):
+    with a version, older versions of that key come first; without, the next key."""
+    where = [at_bucket(loc), objects.c.status.in_(COMMITTED_STATUSES)]
+    if prefix:
+        where += [objects.c.object_key >= prefix, objects.c.object_key < past(prefix)]
+    if after_key is not None:
+        if after_version is None:
+            where.append(objects.c.object_key > after_key)
+        else:
+            where.append(
+                sa.or_(
+                    objects.c.object_key > after_key,
+                    sa.and_(objects.c.object_key == after_key, objects.c.version < after_version),
+                )
+            )
+    query = (
+        sa.select(*_LIST_COLUMNS)
+        .where(*where)
+        .order_by(objects.c.object_key, objects.c.version.desc())
+        .limit(limit)
+    )
+    return [object_from_row(r) for r in conn.execute(query)]

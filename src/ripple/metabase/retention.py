@@ -1,0 +1,75 @@
+"""Put and get object retention (S3 PutObjectRetention / GetObjectRetention).
+
+Only in buckets created with object lock, and only on object versions (not delete markers).
+The rules are `objectlock.check_retention_change`: compliance never shortened or removed
+while active; governance only with an allowed bypass."""
+
+from __future__ import annotations
+
+import sqlalchemy as sa
+
+from ripple.metabase.db import Metabase
+from ripple.metabase.errors import MethodNotAllowed, ObjectLockNotEnabled
+from ripple.metabase.get_object import resolve_object
+from ripple.metabase.objectlock import bypass_allowed, check_retention_change
+from ripple.metabase.rows import at_key, get_bucket
+from ripple.metabase.schema import objects
+from ripple.metabase.types import Bucket, Object, ObjectLocation, Retention
+
+
+def lockable_version(
+    conn: sa.Connection, loc: ObjectLocation, version_id: str | None, what: str
+) -> tuple[Bucket, Object]:
+    """The bucket and the object version a lock setting applies to."""
+    bucket = get_bucket(conn, loc.bucket)
+    if not bucket.object_lock_enabled:
+        raise ObjectLockNotEnabled(
+            f"bucket {loc.bucket_name!r} has no object lock configuration, so it has no {what}"
+        )
+    obj = resolve_object(conn, loc, version_id)
+    if obj.is_delete_marker:
+        raise MethodNotAllowed(f"a delete marker has no {what}")
+    return bucket, obj
+
+
+def update_version(conn: sa.Connection, obj: Object, **values: object) -> None:
+    conn.execute(
+        sa.update(objects)
+        .where(at_key(obj.location), objects.c.version == obj.version)
+        .values(**values)
+    )
+
+
+def put_object_retention(
+    db: Metabase,
+    loc: ObjectLocation,
+    retention: Retention | None,
+    *,
+    version_id: str | None = None,
+    bypass_governance: bool = False,
+    can_bypass_governance: bool = False,
+) -> Object:
+    """Set (or with None, remove) the retention of a version; returns the version."""
+    bypass = bypass_allowed(bypass_governance, can_bypass_governance)
+
+    def tx(conn: sa.Connection) -> Object:
+        _, obj = lockable_version(conn, loc, version_id, "retention")
+        check_retention_change(obj.retention, retention, db.now(), bypass=bypass)
+        update_version(
+            conn,
+            obj,
+            retention_mode=None if retention is None else int(retention.mode),
+            retain_until=None if retention is None else retention.retain_until,
+        )
+        return resolve_object(conn, loc, obj.version_id)
+
+    return db.run_write(tx)
+
+
+def get_object_retention(
+    db: Metabase, loc: ObjectLocation, *, version_id: str | None = None
+) -> Retention | None:
+    """The version's retention as set (it may have expired: compare with the time)."""
+    with db.read() as conn:
+        _, obj = lockable_version(conn, loc, version_id, "retention")
+    return obj.retention

@@ -1,0 +1,233 @@
+"""Shared row helpers for the operation modules: keys, row <-> Object, bucket and version
+look-ups, and the set-membership predicates bulk operations use (one statement for any
+number of keys: UNNEST arrays on PostgreSQL, a VALUES list on SQLite).
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Mapping, Sequence
+from datetime import datetime
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy.dialects import postgresql
+from sqlalchemy.engine import Connection, Row
+
+from ripple.metabase.errors import BucketNotFound, InvalidArgument
+from ripple.metabase.schema import buckets, objects
+from ripple.metabase.types import (
+    COMMITTED_STATUSES,
+    UNVERSIONED_STATUSES,
+    Bucket,
+    BucketLocation,
+    DefaultRetention,
+    Object,
+    ObjectLocation,
+    Retention,
+    RetentionMode,
+    Status,
+    Versioning,
+    VersionRef,
+)
+
+MAX_KEY_BYTES = 1024
+
+
+def key_bytes(key: str) -> bytes:
+    """An object key as stored: UTF-8, 1 to 1024 bytes."""
+    raw = key.encode("utf-8")
+    if not raw:
+        raise InvalidArgument("object key must not be empty")
+    if len(raw) > MAX_KEY_BYTES:
+        raise InvalidArgument(f"object key is {len(raw)} bytes; the limit is {MAX_KEY_BYTES}")
+    return raw
+
+
+def at_bucket(loc: BucketLocation | ObjectLocation) -> sa.ColumnElement[bool]:
+    return sa.and_(objects.c.project_id == loc.project_id, objects.c.bucket_name == loc.bucket_name)
+
+
+def at_key(loc: ObjectLocation) -> sa.ColumnElement[bool]:
+    return sa.and_(at_bucket(loc), objects.c.object_key == key_bytes(loc.object_key))
+
+
+def object_from_row(row: Row[Any] | Mapping[str, Any]) -> Object:
+    m = row._mapping if isinstance(row, Row) else row
+    retention = None
+    if m["retention_mode"] is not None and m["retain_until"] is not None:
+        retention = Retention(RetentionMode(m["retention_mode"]), m["retain_until"])
+    return Object(
+        project_id=m["project_id"],
+        bucket_name=m["bucket_name"],
+        object_key=bytes(m["object_key"]).decode("utf-8"),
+        version=m["version"],
+        stream_id=m["stream_id"],
+        status=Status(m["status"]),
+        created_at=m["created_at"],
+        total_plain_size=m["total_plain_size"],
+        etag=m["etag"],
+        content_type=m["content_type"],
+        user_metadata=dict(m["user_metadata"] or {}),
+        expires_at=m["expires_at"],
+        retention=retention,
+        legal_hold=bool(m["legal_hold"]),
+        inline_data=None if m.get("inline_data") is None else bytes(m["inline_data"]),
+    )
+
+
+def object_values(obj: Object) -> dict[str, Any]:
+    """The column values that store `obj`."""
+    return {
+        "project_id": obj.project_id,
+        "bucket_name": obj.bucket_name,
+        "object_key": key_bytes(obj.object_key),
+        "version": obj.version,
+        "stream_id": obj.stream_id,
+        "status": int(obj.status),
+        "created_at": obj.created_at,
+        "expires_at": obj.expires_at,
+        "total_plain_size": obj.total_plain_size,
+        "etag": obj.etag,
+        "content_type": obj.content_type,
+        "user_metadata": obj.user_metadata or None,
+        "retention_mode": None if obj.retention is None else int(obj.retention.mode),
+        "retain_until": None if obj.retention is None else obj.retention.retain_until,
+        "legal_hold": obj.legal_hold,
+        "inline_data": obj.inline_data,
+    }
+
+
+def bucket_from_row(row: Row[Any]) -> Bucket:
+    m = row._mapping
+    default = None
+    if m["default_retention_mode"] is not None:
+        default = DefaultRetention(
+            RetentionMode(m["default_retention_mode"]),
+            days=m["default_retention_days"],
+            years=m["default_retention_years"],
+        )
+    return Bucket(
+        project_id=m["project_id"],
+        name=m["name"],
+        versioning=Versioning(m["versioning"]),
+        object_lock_enabled=bool(m["object_lock_enabled"]),
+        default_retention=default,
+        created_at=m["created_at"],
+    )
+
+
+def get_bucket(conn: Connection, loc: BucketLocation) -> Bucket:
+    row = conn.execute(
+        sa.select(buckets).where(
+            buckets.c.project_id == loc.project_id, buckets.c.name == loc.bucket_name
+        )
+    ).first()
+    if row is None:
+        raise BucketNotFound(f"bucket {loc.bucket_name!r} does not exist")
+    return bucket_from_row(row)
+
+
+def select_rows(
+    conn: Connection, where: sa.ColumnElement[bool], *, lock: bool = False
+) -> list[Object]:
+    """Object rows matching `where`; `lock` takes row locks (PostgreSQL) for a change."""
+    query = sa.select(objects).where(where)
+    if lock and conn.dialect.name == "postgresql":
+        query = query.with_for_update()
+    return [object_from_row(r) for r in conn.execute(query)]
+
+
+def latest_committed(conn: Connection, loc: ObjectLocation, *, lock: bool = False) -> Object | None:
+    """The key's newest committed row (object or delete marker), if any."""
+    query = (
+        sa.select(objects)
+        .where(at_key(loc), objects.c.status.in_(COMMITTED_STATUSES))
+        .order_by(objects.c.version.desc())
+        .limit(1)
+    )
+    if lock and conn.dialect.name == "postgresql":
+        query = query.with_for_update()
+    row = conn.execute(query).first()
+    return None if row is None else object_from_row(row)
+
+
+def exact_version(
+    conn: Connection, loc: ObjectLocation, ref: VersionRef, *, lock: bool = False
+) -> Object | None:
+    """The committed row a version ID names, if it still exists."""
+    if ref.version is None:
+        where = sa.and_(at_key(loc), objects.c.status.in_(UNVERSIONED_STATUSES))
+    else:
+        where = sa.and_(
+            at_key(loc),
+            objects.c.version == ref.version,
+            objects.c.status.in_(COMMITTED_STATUSES),
+        )
+    rows = [r for r in select_rows(conn, where, lock=lock) if ref.matches(r)]
+    return rows[0] if rows else None
+
+
+def null_version(conn: Connection, loc: ObjectLocation, *, lock: bool = False) -> Object | None:
+    """The key's `null` version: the row an unversioned or suspended write replaces."""
+    return exact_version(conn, loc, VersionRef(None), lock=lock)
+
+
+def next_version(conn: Connection, loc: ObjectLocation) -> int:
+    """One above every version the key has, pending uploads included."""
+    top = conn.execute(sa.select(sa.func.max(objects.c.version)).where(at_key(loc))).scalar()
+    return int(top or 0) + 1
+
+
+def delete_rows(conn: Connection, rows: Sequence[Object]) -> None:
+    """Delete the given rows of one bucket in one statement."""
+    if not rows:
+        return
+    first = rows[0]
+    assert all(
+        r.project_id == first.project_id and r.bucket_name == first.bucket_name for r in rows
+    )
+    conn.execute(
+        sa.delete(objects).where(
+            at_bucket(first.location),
+            key_version_in(
+                conn, [key_bytes(r.object_key) for r in rows], [r.version for r in rows]
+            ),
+        )
+    )
+
+
+def key_version_in(
+    conn: Connection, keys: Sequence[bytes], versions: Sequence[int]
+) -> sa.ColumnElement[bool]:
+    """`(object_key, version) IN <pairs>` with one bind per column on PostgreSQL."""
+    pair = sa.tuple_(objects.c.object_key, objects.c.version)
+    if conn.dialect.name == "postgresql":
+        return pair.in_(
+            sa.select(
+                sa.func.unnest(_array(keys, sa.LargeBinary)),
+                sa.func.unnest(_array(versions, sa.BigInteger)),
+            )
+        )
+    return pair.in_(list(zip(keys, versions, strict=True)))
+
+
+def key_in(conn: Connection, keys: Sequence[bytes]) -> sa.ColumnElement[bool]:
+    if conn.dialect.name == "postgresql":
+        return objects.c.object_key == sa.func.any(_array(keys, sa.LargeBinary))
+    return objects.c.object_key.in_(list(keys))
+
+
+def _array(
+    values: Sequence[Any], item_type: type[sa.types.TypeEngine[Any]]
+) -> sa.BindParameter[Any]:
+    return sa.bindparam(None, list(values), type_=postgresql.ARRAY(item_type), unique=True)
+
+
+def new_stream_id() -> uuid.UUID:
+    return uuid.uuid4()
+
+
+def require_aware(value: datetime | None, what: str) -> None:
+    if value is not None and value.tzinfo is None:
+        raise InvalidArgument(f"{what} must be timezone-aware")

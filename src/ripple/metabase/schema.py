@@ -1,0 +1,85 @@
+"""The metabase tables, in SQLAlchemy Core. Alembic migrations create and change them.
+
+Object keys are stored as UTF-8 bytes so both databases order them bytewise, as S3 lists
+them. Times are stored in UTC and always read back timezone-aware.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any
+
+import sqlalchemy as sa
+
+metadata = sa.MetaData()
+
+
+class UTCDateTime(sa.types.TypeDecorator[datetime]):
+    """A timestamp stored in UTC and read back timezone-aware on SQLite and PostgreSQL."""
+
+    impl = sa.DateTime(timezone=True)
+    cache_ok = True
+
+    def process_bind_param(self, value: datetime | None, dialect: sa.Dialect) -> Any:
+        if value is None:
+            return None
+        if value.tzinfo is None:
+            raise ValueError(f"naive datetime {value!r}: ripple stores only aware UTC times")
+        value = value.astimezone(UTC)
+        return value.replace(tzinfo=None) if dialect.name == "sqlite" else value
+
+    def process_result_value(self, value: Any, dialect: sa.Dialect) -> datetime | None:
+        if value is None:
+            return None
+        assert isinstance(value, datetime)
+        return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
+
+
+projects = sa.Table(
+    "projects",
+    metadata,
+    sa.Column("id", sa.Uuid, primary_key=True),  # private: never leaves ripple
+    sa.Column("public_id", sa.Uuid, nullable=False, unique=True),  # bucket owner in events
+    sa.Column("name", sa.String(255), nullable=False),
+    sa.Column("created_at", UTCDateTime, nullable=False),
+)
+
+buckets = sa.Table(
+    "buckets",
+    metadata,
+    sa.Column("project_id", sa.Uuid, sa.ForeignKey("projects.id"), primary_key=True),
+    sa.Column("name", sa.String(63), primary_key=True),
+    sa.Column("versioning", sa.SmallInteger, nullable=False),
+    sa.Column("object_lock_enabled", sa.Boolean, nullable=False),
+    sa.Column("default_retention_mode", sa.SmallInteger, nullable=True),
+    sa.Column("default_retention_days", sa.Integer, nullable=True),
+    sa.Column("default_retention_years", sa.Integer, nullable=True),
+    sa.Column("created_at", UTCDateTime, nullable=False),
+    sa.UniqueConstraint("name", name="buckets_name_key"),  # S3 bucket names are global
+)
+
+objects = sa.Table(
+    "objects",
+    metadata,
+    sa.Column("project_id", sa.Uuid, primary_key=True),
+    sa.Column("bucket_name", sa.String(63), primary_key=True),
+    sa.Column("object_key", sa.LargeBinary, primary_key=True),
+    sa.Column("version", sa.BigInteger, primary_key=True, autoincrement=False),
+    sa.Column("stream_id", sa.Uuid, nullable=False),  # addresses the object's data
+    sa.Column("status", sa.SmallInteger, nullable=False),
+    sa.Column("created_at", UTCDateTime, nullable=False),
+    sa.Column("expires_at", UTCDateTime, nullable=True),
+    sa.Column("total_plain_size", sa.BigInteger, nullable=False, server_default="0"),
+    sa.Column("etag", sa.String(255), nullable=False, server_default=""),
+    sa.Column("content_type", sa.String(255), nullable=False, server_default=""),
+    sa.Column("user_metadata", sa.JSON, nullable=True),
+    sa.Column("retention_mode", sa.SmallInteger, nullable=True),
+    sa.Column("retain_until", UTCDateTime, nullable=True),
+    sa.Column("legal_hold", sa.Boolean, nullable=False, server_default=sa.false()),
+    sa.Column("inline_data", sa.LargeBinary, nullable=True),
+    sa.ForeignKeyConstraint(
+        ["project_id", "bucket_name"],
+        ["buckets.project_id", "buckets.name"],
+        name="objects_bucket_fkey",
+    ),
+)

@@ -1,0 +1,61 @@
+"""The step every committing operation shares: remove what the new version replaces under
+the bucket's versioning, and insert the committed row (an INSERT, never an UPDATE).
+
+- unversioned: the key's one committed object is replaced;
+- suspended: the key's `null` version (object or delete marker) is replaced, other versions stay;
+- enabled: nothing is replaced; the new version becomes the latest.
+The new row takes a version above every other row of the key, so "latest" is simply the
+committed row with the highest version.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+from datetime import datetime
+
+import sqlalchemy as sa
+from sqlalchemy.engine import Connection
+
+from ripple.metabase.objectlock import check_deletable, check_lock_allowed, default_retention
+from ripple.metabase.rows import delete_rows, next_version, null_version, object_values
+from ripple.metabase.schema import objects
+from ripple.metabase.types import Bucket, Object, Retention, Status, Versioning
+
+
+@dataclass(frozen=True)
+class CommitResult:
+    object: Object
+    removed: list[Object] = field(default_factory=list)  # versions it replaced (data to free)
+
+
+def store_committed(
+    conn: Connection, bucket: Bucket, new: Object, now: datetime, *, explicit_retention: bool
+) -> CommitResult:
+    """Insert `new` (its version and status are chosen here) as the key's latest version."""
+    check_lock_allowed(bucket, new.retention if explicit_retention else None, new.legal_hold)
+    retention: Retention | None = new.retention if explicit_retention else None
+    if retention is None:
+        retention = default_retention(bucket, now)
+
+    removed: list[Object] = []
+    if bucket.versioning is not Versioning.ENABLED:
+        old = null_version(conn, new.location, lock=True)
+        if old is not None:
+            check_deletable(old, now, bypass=False)
+            removed.append(old)
+    delete_rows(conn, removed)
+
+    status = (
+        Status.COMMITTED_VERSIONED
+        if bucket.versioning is Versioning.ENABLED
+        else Status.COMMITTED_UNVERSIONED
+    )
+    committed = replace(
+        new,
+        version=next_version(conn, new.location),
+        status=status,
+        created_at=now,
+        retention=retention,
+    )
+    conn.execute(sa.insert(objects).values(object_values(committed)))
+    return CommitResult(committed, removed)
