@@ -14,6 +14,10 @@ from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
 
+import sqlalchemy as sa
+
+from ripple.metabase.db import normalize_url
+
 DEFAULT_CONFIG_FILE = "ripple.toml"
 
 
@@ -86,6 +90,14 @@ def _from_file(path: Path) -> dict[str, str]:
     return values
 
 
+def _masked(url: str) -> str:
+    """The URL with any password hidden, for error messages."""
+    try:
+        return sa.make_url(url).render_as_string(hide_password=True)
+    except sa.exc.ArgumentError:
+        return url
+
+
 def load_settings(
     config_file: str | os.PathLike[str] | None = None,
     environ: Mapping[str, str] | None = None,
@@ -112,15 +124,18 @@ def load_settings(
     assert known >= set(values)
     typed: dict[str, Any] = {k: v.strip() for k, v in values.items()}
     if "data_dir" in typed:
+        if not typed["data_dir"]:
+            raise ConfigError("data-dir (RIPPLE_DATA_DIR) must not be empty")
         typed["data_dir"] = Path(typed["data_dir"])
     settings = Settings(**typed)
     if settings.mode not in _MODES:
         raise ConfigError(f"mode must be one of {', '.join(_MODES)}, got {settings.mode!r}")
-    if not str(settings.data_dir):
-        raise ConfigError("data-dir (RIPPLE_DATA_DIR) must not be empty")
-    if settings.database_url and not settings.database_url.startswith(("sqlite", "postgresql")):
-        raise ConfigError(
-            "database.url (RIPPLE_DATABASE_URL) must be a sqlite:/// or postgresql:// URL, "
-            f"got {settings.database_url!r}"
-        )
+    if settings.database_url:
+        try:
+            normalize_url(settings.database_url)
+        except ValueError as e:
+            raise ConfigError(
+                f"database.url (RIPPLE_DATABASE_URL) {_masked(settings.database_url)!r}: {e}; "
+                "use sqlite:///PATH or postgresql://USER@HOST:PORT/DATABASE"
+            ) from e
     return settings

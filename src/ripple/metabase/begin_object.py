@@ -12,6 +12,7 @@ import sqlalchemy as sa
 from ripple.metabase.db import Metabase
 from ripple.metabase.rows import (
     get_bucket,
+    lock_key,
     new_stream_id,
     next_version,
     object_values,
@@ -33,6 +34,7 @@ def begin_object(
 
     def tx(conn: sa.Connection) -> Object:
         get_bucket(conn, loc.bucket)
+        lock_key(conn, loc)
         pending = Object(
             project_id=loc.project_id,
             bucket_name=loc.bucket_name,

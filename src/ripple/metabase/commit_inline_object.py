@@ -12,8 +12,6 @@ from ripple.metabase.rows import get_bucket, key_bytes, new_stream_id, require_a
 from ripple.metabase.store_committed import CommitResult, store_committed
 from ripple.metabase.types import Object, ObjectLocation, Retention, Status
 
-MAX_INLINE_BYTES = 4096
-
 
 def commit_inline_object(
     db: Metabase,

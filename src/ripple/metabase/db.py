@@ -29,7 +29,7 @@ def normalize_url(url: str) -> sa.URL:
     try:
         parsed = sa.make_url(url)
     except exc.ArgumentError as e:
-        raise ValueError(f"not a database URL: {url!r}") from e
+        raise ValueError("not a database URL") from e
     if parsed.drivername in ("postgresql", "postgres"):
         parsed = parsed.set(drivername="postgresql+psycopg")
     if parsed.get_backend_name() not in ("sqlite", "postgresql"):

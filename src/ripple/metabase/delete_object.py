@@ -19,6 +19,7 @@ from ripple.metabase.rows import (
     delete_rows,
     get_bucket,
     key_bytes,
+    lock_key,
     new_stream_id,
     next_version,
     null_version,
@@ -46,6 +47,7 @@ def delete_object(
 
     def tx(conn: sa.Connection) -> DeleteResult:
         bucket = get_bucket(conn, loc.bucket)
+        lock_key(conn, loc)
         now = db.now()
         removed: list[Object] = []
         if bucket.versioning is not Versioning.ENABLED:

@@ -28,6 +28,7 @@ from ripple.metabase.rows import (
     key_bytes,
     key_in,
     key_version_in,
+    lock_keys,
     object_values,
     select_rows,
 )
@@ -106,6 +107,7 @@ def delete_objects(
 
     def tx(conn: sa.Connection) -> DeleteObjectsResult:
         bucket = get_bucket(conn, loc)
+        lock_keys(conn, loc, [i.raw_key for i in valid])
         view = _View(
             bucket, db, _top_versions(conn, bucket, valid), _candidates(conn, bucket, valid)
         )
@@ -195,7 +197,7 @@ def _candidates(conn: sa.Connection, bucket: Bucket, items: list[_Item]) -> list
         objects.c.status.in_(COMMITTED_STATUSES),
         sa.or_(*wanted),
     )
-    return select_rows(conn, where, lock=True)
+    return select_rows(conn, where, lock=True, data=False)
 
 
 def _location(bucket: Bucket) -> BucketLocation:

@@ -9,15 +9,13 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
 from ripple.metabase.errors import InvalidArgument
-from ripple.metabase.rows import at_bucket, object_from_row
+from ripple.metabase.rows import METADATA_COLUMNS, at_bucket, object_from_row
 from ripple.metabase.schema import objects
 from ripple.metabase.types import COMMITTED_STATUSES, BucketLocation, Object
 
 MAX_KEYS = 1000
 BATCH = 500
 _PAST = b"\xff"
-
-_LIST_COLUMNS = [c for c in objects.c if c.name != "inline_data"]
 
 
 def check_max_keys(max_keys: int) -> int:
@@ -71,7 +69,7 @@ def scan(
                 )
             )
     query = (
-        sa.select(*_LIST_COLUMNS)
+        sa.select(*METADATA_COLUMNS)
         .where(*where)
         .order_by(objects.c.object_key, objects.c.version.desc())
         .limit(limit)

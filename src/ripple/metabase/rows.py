@@ -5,6 +5,7 @@ number of keys: UNNEST arrays on PostgreSQL, a VALUES list on SQLite).
 
 from __future__ import annotations
 
+import hashlib
 import uuid
 from collections.abc import Mapping, Sequence
 from datetime import datetime
@@ -32,6 +33,8 @@ from ripple.metabase.types import (
 )
 
 MAX_KEY_BYTES = 1024
+# every column but inline data: what lists and deletes read
+METADATA_COLUMNS = [c for c in objects.c if c.name != "inline_data"]
 
 
 def key_bytes(key: str) -> bytes:
@@ -129,10 +132,11 @@ def get_bucket(conn: Connection, loc: BucketLocation) -> Bucket:
 
 
 def select_rows(
-    conn: Connection, where: sa.ColumnElement[bool], *, lock: bool = False
+    conn: Connection, where: sa.ColumnElement[bool], *, lock: bool = False, data: bool = True
 ) -> list[Object]:
-    """Object rows matching `where`; `lock` takes row locks (PostgreSQL) for a change."""
-    query = sa.select(objects).where(where)
+    """Object rows matching `where`; `lock` takes row locks (PostgreSQL) for a change;
+    `data=False` leaves inline data behind (its `inline_data` reads as None)."""
+    query = sa.select(*(objects.c if data else METADATA_COLUMNS)).where(where)
     if lock and conn.dialect.name == "postgresql":
         query = query.with_for_update()
     return [object_from_row(r) for r in conn.execute(query)]
@@ -222,6 +226,36 @@ def _array(
     values: Sequence[Any], item_type: type[sa.types.TypeEngine[Any]]
 ) -> sa.BindParameter[Any]:
     return sa.bindparam(None, list(values), type_=postgresql.ARRAY(item_type), unique=True)
+
+
+def lock_key(conn: Connection, loc: ObjectLocation) -> None:
+    """`lock_keys` for the one key a write changes."""
+    lock_keys(conn, loc, [key_bytes(loc.object_key)])
+
+
+def lock_keys(
+    conn: Connection, loc: BucketLocation | ObjectLocation, keys: Sequence[bytes]
+) -> None:
+    """Serialize writers of the same keys until the transaction ends (PostgreSQL advisory
+    locks, taken in one statement in sorted order so bulk writers cannot deadlock). Each
+    writer then computes versions from a state no one else is changing. SQLite needs none:
+    its writers already queue on `BEGIN IMMEDIATE`."""
+    if conn.dialect.name != "postgresql" or not keys:
+        return
+    ids = sorted({_lock_id(loc, key) for key in keys})
+    conn.execute(_LOCK_KEYS, {"ids": ids})
+
+
+_LOCK_KEYS = sa.text("SELECT pg_advisory_xact_lock(id) FROM unnest(:ids) AS t(id)").bindparams(
+    sa.bindparam("ids", type_=postgresql.ARRAY(sa.BigInteger))
+)
+
+
+def _lock_id(loc: BucketLocation | ObjectLocation, key: bytes) -> int:
+    digest = hashlib.blake2b(
+        b"%s\0%s\0%s" % (loc.project_id.bytes, loc.bucket_name.encode(), key), digest_size=8
+    ).digest()
+    return int.from_bytes(digest, "big", signed=True)
 
 
 def new_stream_id() -> uuid.UUID:

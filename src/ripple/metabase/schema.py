@@ -83,3 +83,15 @@ objects = sa.Table(
         name="objects_bucket_fkey",
     ),
 )
+
+# At most one `null` version per key (statuses 3 and 6). Concurrent writers that both
+# replace the null version collide here, and the loser retries (Metabase.run_write).
+sa.Index(
+    "objects_null_version_key",
+    objects.c.project_id,
+    objects.c.bucket_name,
+    objects.c.object_key,
+    unique=True,
+    postgresql_where=objects.c.status.in_([3, 6]),
+    sqlite_where=objects.c.status.in_([3, 6]),
+)

@@ -16,8 +16,13 @@ from datetime import datetime
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
-from ripple.metabase.objectlock import check_deletable, check_lock_allowed, default_retention
-from ripple.metabase.rows import delete_rows, next_version, null_version, object_values
+from ripple.metabase.objectlock import (
+    check_deletable,
+    check_lock_allowed,
+    check_retention_change,
+    default_retention,
+)
+from ripple.metabase.rows import delete_rows, lock_key, next_version, null_version, object_values
 from ripple.metabase.schema import objects
 from ripple.metabase.types import Bucket, Object, Retention, Status, Versioning
 
@@ -32,11 +37,14 @@ def store_committed(
     conn: Connection, bucket: Bucket, new: Object, now: datetime, *, explicit_retention: bool
 ) -> CommitResult:
     """Insert `new` (its version and status are chosen here) as the key's latest version."""
-    check_lock_allowed(bucket, new.retention if explicit_retention else None, new.legal_hold)
     retention: Retention | None = new.retention if explicit_retention else None
+    check_lock_allowed(bucket, retention, new.legal_hold)
     if retention is None:
         retention = default_retention(bucket, now)
+    else:
+        check_retention_change(None, retention, now, bypass=False)  # retain-until in the future
 
+    lock_key(conn, new.location)
     removed: list[Object] = []
     if bucket.versioning is not Versioning.ENABLED:
         old = null_version(conn, new.location, lock=True)

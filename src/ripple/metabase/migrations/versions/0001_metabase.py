@@ -62,6 +62,15 @@ def upgrade() -> None:
             name="objects_bucket_fkey",
         ),
     )
+    null_version = sa.column("status").in_([3, 6])
+    op.create_index(
+        "objects_null_version_key",
+        "objects",
+        ["project_id", "bucket_name", "object_key"],
+        unique=True,
+        postgresql_where=null_version,
+        sqlite_where=null_version,
+    )
 
 
 def downgrade() -> None:

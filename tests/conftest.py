@@ -1,0 +1,87 @@
+"""Shared fixtures: a metabase on SQLite and on PostgreSQL for every test that asks for `db`.
+
+Each test run creates its own PostgreSQL database (dropped at the end), so runs never see
+each other's data; tables are emptied between tests. PostgreSQL comes from
+RIPPLE_TEST_POSTGRES_URL (default: the local server, user postgres). Without a server the
+PostgreSQL cases skip, except under CI (the `CI` variable set), where they fail.
+"""
+
+from __future__ import annotations
+
+import os
+import uuid
+from collections.abc import Iterator
+from datetime import UTC, datetime
+
+import psycopg
+import pytest
+import sqlalchemy as sa
+
+from ripple.metabase import Metabase
+from ripple.metabase.migrate import upgrade
+from ripple.metabase.schema import buckets, objects, projects
+
+ADMIN_URL = os.environ.get(
+    "RIPPLE_TEST_POSTGRES_URL", "postgresql://postgres@127.0.0.1:5432/postgres"
+)
+
+
+def service_missing(what: str, reason: str) -> None:
+    """Skip a test whose service is absent, or fail it when CI says services are present."""
+    message = f"{what} is not reachable: {reason}"
+    if os.environ.get("CI"):
+        pytest.fail(f"{message} (CI is set, so this fails instead of skipping)")
+    pytest.skip(message)
+
+
+@pytest.fixture(scope="session")
+def postgres_url() -> Iterator[str]:
+    admin = sa.make_url(ADMIN_URL)
+    name = f"ripple_test_{uuid.uuid4().hex[:12]}"
+    conninfo = admin.set(drivername="postgresql").render_as_string(hide_password=False)
+    try:
+        conn = psycopg.connect(conninfo, autocommit=True, connect_timeout=5)
+    except psycopg.OperationalError as e:
+        service_missing("PostgreSQL", str(e).strip())
+    with conn:
+        conn.execute(f'CREATE DATABASE "{name}"')
+    try:
+        yield admin.set(database=name).render_as_string(hide_password=False)
+    finally:
+        with psycopg.connect(conninfo, autocommit=True) as conn:
+            conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+@pytest.fixture(scope="session")
+def sqlite_url(tmp_path_factory: pytest.TempPathFactory) -> str:
+    return f"sqlite:///{tmp_path_factory.mktemp('metabase') / 'metabase.db'}"
+
+
+_migrated: dict[str, Metabase] = {}
+
+
+def _metabase(url: str) -> Metabase:
+    if url not in _migrated:
+        db = Metabase(url)
+        upgrade(db)
+        _migrated[url] = db
+    return _migrated[url]
+
+
+@pytest.fixture(
+    params=["sqlite", pytest.param("postgresql", marks=pytest.mark.postgresql)],
+)
+def db(request: pytest.FixtureRequest) -> Iterator[Metabase]:
+    """An empty, migrated metabase; its clock can be set by the test."""
+    url_fixture = "sqlite_url" if request.param == "sqlite" else "postgres_url"
+    metabase = _metabase(request.getfixturevalue(url_fixture))
+    with metabase.write() as conn:
+        for table in (objects, buckets, projects):
+            conn.execute(sa.delete(table))
+    metabase.clock = lambda: datetime.now(UTC)
+    yield metabase
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    for metabase in _migrated.values():
+        metabase.dispose()

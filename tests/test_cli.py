@@ -1,0 +1,298 @@
+"""The `ripple` command: help, `ripple up` on SQLite and PostgreSQL (the installed command,
+run as a user would), configuration and connection errors, `ripple db status`."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import psycopg
+import pytest
+import sqlalchemy as sa
+from click.testing import CliRunner
+
+from ripple.cli import cli
+from ripple.metabase import Metabase, create_project
+from ripple.metabase.migrate import head_revision
+
+RIPPLE = Path(sys.executable).with_name("ripple")
+RIPPLE_VARIABLES = (
+    "RIPPLE_DATA_DIR",
+    "RIPPLE_DATABASE_URL",
+    "RIPPLE_S3_ADDRESS",
+    "RIPPLE_REGION",
+    "RIPPLE_SPARK_MASTER",
+    "RIPPLE_BUCKET_EVENTING_BUCKETS",
+    "RIPPLE_MODE",
+    "RIPPLE_DESTINATIONS_ALLOW",
+    "RIPPLE_METRICS_ADDRESS",
+)
+
+
+def run_ripple(cwd: Path, *args: str, **env: str) -> subprocess.CompletedProcess[str]:
+    """The installed `ripple` command, with no RIPPLE_* variables but those given."""
+    environ = {k: v for k, v in os.environ.items() if k not in RIPPLE_VARIABLES}
+    environ.update(env)
+    environ["COLUMNS"] = "250"  # keep rich from wrapping long paths
+    return subprocess.run(
+        [str(RIPPLE), *args],
+        cwd=cwd,
+        env=environ,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+
+
+def table_rows(output: str) -> dict[str, str]:
+    """The label -> value rows of the table `ripple up` prints."""
+    rows: dict[str, str] = {}
+    for line in output.splitlines():
+        cells = [c.strip() for c in line.split("│") if c.strip()]
+        if len(cells) == 2:
+            rows[cells[0]] = cells[1]
+    return rows
+
+
+@pytest.fixture
+def runner(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> CliRunner:
+    monkeypatch.chdir(tmp_path)
+    for name in RIPPLE_VARIABLES:
+        monkeypatch.delenv(name, raising=False)
+    return CliRunner()
+
+
+def test_installed_command_exists() -> None:
+    assert RIPPLE.is_file(), f"ripple is not installed next to {sys.executable}"
+
+
+# --- help -----------------------------------------------------------------------------
+
+
+def test_help(runner: CliRunner) -> None:
+    result = runner.invoke(cli, ["--help"])
+    assert result.exit_code == 0, result.output
+    assert "S3-compatible bucket event notifications" in result.output
+    assert "ripple up" in result.output
+    assert "RIPPLE_DATABASE_URL" in result.output
+    for command in ("up", "db", "--config", "--version"):
+        assert command in result.output
+
+
+def test_up_help(runner: CliRunner) -> None:
+    result = runner.invoke(cli, ["up", "--help"])
+    assert result.exit_code == 0, result.output
+    text = " ".join(result.output.split())
+    assert "Run ripple's main job on the embedded defaults." in text
+    assert "migrates the metabase to the newest schema" in text
+    assert "Safe to run again" in text
+
+
+def test_db_help(runner: CliRunner) -> None:
+    result = runner.invoke(cli, ["db", "--help"])
+    assert result.exit_code == 0, result.output
+    assert "upgrade" in result.output
+    assert "status" in result.output
+
+
+def test_version(runner: CliRunner) -> None:
+    result = runner.invoke(cli, ["--version"])
+    assert result.exit_code == 0
+    assert "0.1.0" in result.output
+
+
+def test_installed_help() -> None:
+    result = subprocess.run(
+        [str(RIPPLE), "--help"], capture_output=True, text=True, timeout=60, check=False
+    )
+    assert result.returncode == 0, result.stderr
+    assert "Usage: ripple" in result.stdout
+
+
+# --- ripple up ------------------------------------------------------------------------
+
+
+def test_up_on_sqlite_creates_the_metabase(tmp_path: Path) -> None:
+    data = tmp_path / "data"
+    result = run_ripple(tmp_path, "up", RIPPLE_DATA_DIR=str(data))
+    assert result.returncode == 0, result.stderr
+    database = data / "metabase.db"
+    assert database.is_file()
+    rows = table_rows(result.stdout)
+    assert rows == {
+        "data directory": str(data.resolve()),
+        "metabase": f"sqlite:///{database}",
+        "schema revision": str(head_revision()),
+        "projects": "0",
+        "buckets": "0",
+        "objects": "0",
+    }
+    assert "metabase ready" in result.stdout
+
+    db = Metabase(f"sqlite:///{database}")
+    try:
+        with db.read() as conn:
+            tables = set(sa.inspect(conn).get_table_names())
+    finally:
+        db.dispose()
+    assert {"projects", "buckets", "objects"} <= tables
+
+
+def test_up_twice_keeps_data_and_counts_it(tmp_path: Path) -> None:
+    data = tmp_path / "data"
+    first = run_ripple(tmp_path, "up", RIPPLE_DATA_DIR=str(data))
+    assert first.returncode == 0, first.stderr
+
+    db = Metabase(f"sqlite:///{data / 'metabase.db'}")
+    try:
+        create_project(db, "one")
+        create_project(db, "two")
+    finally:
+        db.dispose()
+
+    second = run_ripple(tmp_path, "up", RIPPLE_DATA_DIR=str(data))
+    assert second.returncode == 0, second.stderr
+    rows = table_rows(second.stdout)
+    assert rows["schema revision"] == str(head_revision())
+    assert (rows["projects"], rows["buckets"], rows["objects"]) == ("2", "0", "0")
+
+
+def test_up_with_default_data_dir(runner: CliRunner, tmp_path: Path) -> None:
+    result = runner.invoke(cli, ["up"])
+    assert result.exit_code == 0, result.output
+    assert (tmp_path / ".ripple" / "metabase.db").is_file()
+    assert "metabase ready" in result.output
+
+
+def test_up_reads_ripple_toml(runner: CliRunner, tmp_path: Path) -> None:
+    (tmp_path / "ripple.toml").write_text('data-dir = "from-file"\n', encoding="utf-8")
+    result = runner.invoke(cli, ["up"])
+    assert result.exit_code == 0, result.output
+    assert (tmp_path / "from-file" / "metabase.db").is_file()
+    assert not (tmp_path / ".ripple").exists()
+
+
+@pytest.fixture
+def fresh_postgres_url(postgres_url: str) -> Iterator[str]:
+    """A new, empty database on the test PostgreSQL server, dropped afterwards."""
+    url = sa.make_url(postgres_url)
+    name = f"ripple_cli_{uuid.uuid4().hex[:12]}"
+    conninfo = url.set(drivername="postgresql").render_as_string(hide_password=False)
+    with psycopg.connect(conninfo, autocommit=True) as conn:
+        conn.execute(f'CREATE DATABASE "{name}"')
+    try:
+        yield url.set(database=name).render_as_string(hide_password=False)
+    finally:
+        with psycopg.connect(conninfo, autocommit=True) as conn:
+            conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+@pytest.mark.postgresql
+def test_up_on_postgresql(tmp_path: Path, fresh_postgres_url: str) -> None:
+    data = tmp_path / "data"
+    result = run_ripple(
+        tmp_path, "up", RIPPLE_DATA_DIR=str(data), RIPPLE_DATABASE_URL=fresh_postgres_url
+    )
+    assert result.returncode == 0, result.stderr
+    rows = table_rows(result.stdout)
+    database = sa.make_url(fresh_postgres_url).database
+    assert rows["metabase"].startswith("postgresql+psycopg://")
+    assert rows["metabase"].endswith(f"/{database}")
+    assert rows["schema revision"] == str(head_revision())
+    assert (rows["projects"], rows["buckets"], rows["objects"]) == ("0", "0", "0")
+    assert not (data / "metabase.db").exists()
+
+    with psycopg.connect(
+        sa.make_url(fresh_postgres_url).set(drivername="postgresql").render_as_string(False)
+    ) as conn:
+        revision = conn.execute("SELECT version_num FROM alembic_version").fetchone()
+    assert revision == (head_revision(),)
+
+    again = run_ripple(
+        tmp_path, "up", RIPPLE_DATA_DIR=str(data), RIPPLE_DATABASE_URL=fresh_postgres_url
+    )
+    assert again.returncode == 0, again.stderr
+    assert table_rows(again.stdout)["schema revision"] == str(head_revision())
+
+
+def test_up_with_unreachable_database(tmp_path: Path) -> None:
+    url = "postgresql://127.0.0.1:1/x"
+    result = run_ripple(tmp_path, "up", RIPPLE_DATA_DIR=str(tmp_path), RIPPLE_DATABASE_URL=url)
+    assert result.returncode != 0
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1, result.stderr
+    assert "127.0.0.1:1/x" in lines[0]
+    assert "cannot reach the metabase" in lines[0]
+    assert "Traceback" not in result.stderr
+
+
+def test_up_with_bad_config_file(runner: CliRunner, tmp_path: Path) -> None:
+    (tmp_path / "ripple.toml").write_text('[s3]\nport = "9000"\n', encoding="utf-8")
+    result = runner.invoke(cli, ["up"])
+    assert result.exit_code != 0
+    assert "'s3.port'" in result.output
+    assert result.exception is None or isinstance(result.exception, SystemExit)
+    assert not (tmp_path / ".ripple").exists()
+
+
+def test_bad_config_variable(runner: CliRunner, tmp_path: Path) -> None:
+    result = runner.invoke(cli, ["up"], env={"RIPPLE_MODE": "staging"})
+    assert result.exit_code != 0
+    assert "mode must be one of dev, production, got 'staging'" in result.output
+    assert not (tmp_path / ".ripple").exists()
+
+
+def test_bad_database_url(runner: CliRunner) -> None:
+    result = runner.invoke(cli, ["up"], env={"RIPPLE_DATABASE_URL": "mysql://u@h/d"})
+    assert result.exit_code != 0
+    assert "database.url" in result.output
+    assert "'mysql://u@h/d'" in result.output
+
+
+def test_missing_named_config_file(runner: CliRunner, tmp_path: Path) -> None:
+    result = runner.invoke(cli, ["--config", str(tmp_path / "nope.toml"), "up"])
+    assert result.exit_code != 0
+    assert "nope.toml" in result.output
+    assert "does not exist" in result.output
+
+
+def test_named_config_file(runner: CliRunner, tmp_path: Path) -> None:
+    config = tmp_path / "custom.toml"
+    config.write_text(f'data-dir = "{tmp_path / "custom"}"\n', encoding="utf-8")
+    result = runner.invoke(cli, ["--config", str(config), "up"])
+    assert result.exit_code == 0, result.output
+    assert (tmp_path / "custom" / "metabase.db").is_file()
+
+
+# --- ripple db ------------------------------------------------------------------------
+
+
+def test_db_status_when_migrated(runner: CliRunner, tmp_path: Path) -> None:
+    env = {"RIPPLE_DATA_DIR": str(tmp_path / "data")}
+    assert runner.invoke(cli, ["db", "upgrade"], env=env).exit_code == 0
+    result = runner.invoke(cli, ["db", "status"], env=env)
+    assert result.exit_code == 0, result.output
+    head = head_revision()
+    assert f"revision {head}, newest {head}" in " ".join(result.output.split())
+
+
+def test_db_status_when_not_migrated(runner: CliRunner, tmp_path: Path) -> None:
+    env = {"RIPPLE_DATA_DIR": str(tmp_path / "data")}
+    result = runner.invoke(cli, ["db", "status"], env=env)
+    assert result.exit_code == 1
+    text = " ".join(result.output.split())
+    assert f"revision None, newest {head_revision()}" in text
+    assert "ripple db upgrade" in text
+
+
+def test_db_upgrade_reports_revision(runner: CliRunner, tmp_path: Path) -> None:
+    env = {"RIPPLE_DATA_DIR": str(tmp_path / "data")}
+    result = runner.invoke(cli, ["db", "upgrade"], env=env)
+    assert result.exit_code == 0, result.output
+    assert f"is at revision {head_revision()}" in " ".join(result.output.split())
+    assert (tmp_path / "data" / "metabase.db").is_file()

@@ -1,0 +1,253 @@
+"""Configuration: defaults, `ripple.toml`, `RIPPLE_*` overrides, and one-line errors that
+name the key at fault."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from ripple.config import ConfigError, Settings, load_settings
+
+FULL_TOML = """\
+data-dir = "/var/lib/ripple"
+mode = "production"
+
+[database]
+url = "postgresql://ripple@db.example:5432/ripple"
+
+[s3]
+address = "0.0.0.0:9100"
+region = "eu-west-1"
+
+[spark]
+master = "spark://spark.example:7077"
+
+[bucket-eventing]
+buckets = "photos,logs"
+
+[destinations]
+allow = "https://hooks.example"
+
+[metrics]
+address = "127.0.0.1:9500"
+"""
+
+FULL_SETTINGS = Settings(
+    data_dir=Path("/var/lib/ripple"),
+    database_url="postgresql://ripple@db.example:5432/ripple",
+    s3_address="0.0.0.0:9100",
+    region="eu-west-1",
+    spark_master="spark://spark.example:7077",
+    bucket_eventing_buckets="photos,logs",
+    mode="production",
+    destinations_allow="https://hooks.example",
+    metrics_address="127.0.0.1:9500",
+)
+
+
+@pytest.fixture(autouse=True)
+def _in_tmp(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+
+
+def _write(path: Path, text: str) -> Path:
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
+def test_defaults_without_file_or_env() -> None:
+    settings = load_settings(environ={})
+    assert settings == Settings()
+    assert settings.data_dir == Path(".ripple")
+    assert settings.database_url == ""
+    assert settings.s3_address == "127.0.0.1:9000"
+    assert settings.spark_master == "local[*]"
+    assert settings.mode == "dev"
+    assert settings.effective_database_url == "sqlite:///.ripple/metabase.db"
+
+
+def test_defaults_ignore_unrelated_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    for name in (
+        "RIPPLE_DATA_DIR",
+        "RIPPLE_DATABASE_URL",
+        "RIPPLE_S3_ADDRESS",
+        "RIPPLE_REGION",
+        "RIPPLE_SPARK_MASTER",
+        "RIPPLE_BUCKET_EVENTING_BUCKETS",
+        "RIPPLE_MODE",
+        "RIPPLE_DESTINATIONS_ALLOW",
+        "RIPPLE_METRICS_ADDRESS",
+    ):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("RIPPLE_UNKNOWN_THING", "x")
+    assert load_settings() == Settings()
+
+
+def test_effective_database_url_follows_data_dir() -> None:
+    settings = load_settings(environ={"RIPPLE_DATA_DIR": "/srv/ripple"})
+    assert settings.effective_database_url == "sqlite:////srv/ripple/metabase.db"
+
+
+def test_configured_database_url_wins() -> None:
+    url = "postgresql://u@h/d"
+    settings = load_settings(environ={"RIPPLE_DATABASE_URL": url})
+    assert settings.effective_database_url == url
+
+
+def test_default_file_in_working_directory(tmp_path: Path) -> None:
+    _write(tmp_path / "ripple.toml", FULL_TOML)
+    assert load_settings(environ={}) == FULL_SETTINGS
+
+
+def test_named_file(tmp_path: Path) -> None:
+    path = _write(tmp_path / "elsewhere.toml", FULL_TOML)
+    # A ripple.toml in the working directory is not read when a file is named.
+    _write(tmp_path / "ripple.toml", 'mode = "dev"\n')
+    assert load_settings(path, environ={}) == FULL_SETTINGS
+
+
+def test_dotted_keys_are_the_same_as_tables(tmp_path: Path) -> None:
+    _write(tmp_path / "ripple.toml", 'database.url = "sqlite:///x.db"\ns3.region = "r1"\n')
+    settings = load_settings(environ={})
+    assert settings.database_url == "sqlite:///x.db"
+    assert settings.region == "r1"
+
+
+def test_env_overrides_file(tmp_path: Path) -> None:
+    _write(tmp_path / "ripple.toml", FULL_TOML)
+    settings = load_settings(
+        environ={
+            "RIPPLE_MODE": "dev",
+            "RIPPLE_DATABASE_URL": "sqlite:///other.db",
+            "RIPPLE_DATA_DIR": "data",
+        }
+    )
+    assert settings.mode == "dev"
+    assert settings.database_url == "sqlite:///other.db"
+    assert settings.data_dir == Path("data")
+    # Keys without a variable keep the file's value.
+    assert settings.s3_address == "0.0.0.0:9100"
+    assert settings.region == "eu-west-1"
+
+
+def test_env_from_process_environment(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    _write(tmp_path / "ripple.toml", 's3.address = "1.2.3.4:1"\n')
+    monkeypatch.setenv("RIPPLE_S3_ADDRESS", "5.6.7.8:2")
+    assert load_settings().s3_address == "5.6.7.8:2"
+
+
+def test_values_are_stripped() -> None:
+    settings = load_settings(environ={"RIPPLE_MODE": " production ", "RIPPLE_REGION": " r1\n"})
+    assert settings.mode == "production"
+    assert settings.region == "r1"
+
+
+def test_bucket_eventing_buckets_as_list(tmp_path: Path) -> None:
+    _write(tmp_path / "ripple.toml", '[bucket-eventing]\nbuckets = ["photos", "logs", "x"]\n')
+    assert load_settings(environ={}).bucket_eventing_buckets == "photos,logs,x"
+
+
+def test_bucket_eventing_buckets_env_overrides_list(tmp_path: Path) -> None:
+    _write(tmp_path / "ripple.toml", '[bucket-eventing]\nbuckets = ["photos"]\n')
+    settings = load_settings(environ={"RIPPLE_BUCKET_EVENTING_BUCKETS": "logs"})
+    assert settings.bucket_eventing_buckets == "logs"
+
+
+# --- errors ---------------------------------------------------------------------------
+
+
+def _error(*args: object, **kwargs: object) -> str:
+    with pytest.raises(ConfigError) as info:
+        load_settings(*args, **kwargs)  # type: ignore[arg-type]
+    message = str(info.value)
+    assert "\n" not in message.strip()
+    return message
+
+
+def test_unknown_top_level_key(tmp_path: Path) -> None:
+    _write(tmp_path / "ripple.toml", 'colour = "blue"\n')
+    message = _error(environ={})
+    assert "'colour'" in message
+    assert "ripple.toml" in message
+
+
+def test_unknown_nested_key(tmp_path: Path) -> None:
+    _write(tmp_path / "ripple.toml", '[database]\nurl = "sqlite:///x.db"\npassword = "p"\n')
+    message = _error(environ={})
+    assert "'database.password'" in message
+
+
+def test_unknown_table(tmp_path: Path) -> None:
+    _write(tmp_path / "ripple.toml", "[kafka]\nbrokers = 'b:9092'\n")
+    assert "'kafka.brokers'" in _error(environ={})
+
+
+@pytest.mark.parametrize(
+    ("toml", "key", "type_name"),
+    [
+        ("[s3]\naddress = 9000\n", "s3.address", "int"),
+        ("mode = true\n", "mode", "bool"),
+        ('data-dir = ["a", "b"]\n', "data-dir", "list"),
+        ("[database]\nurl = 1.5\n", "database.url", "float"),
+    ],
+)
+def test_wrong_type(tmp_path: Path, toml: str, key: str, type_name: str) -> None:
+    _write(tmp_path / "ripple.toml", toml)
+    message = _error(environ={})
+    assert key in message
+    assert type_name in message
+
+
+def test_bad_toml(tmp_path: Path) -> None:
+    path = _write(tmp_path / "ripple.toml", "mode = \n")
+    message = _error(environ={})
+    assert str(path.name) in message
+    assert "not valid TOML" in message
+
+
+def test_missing_named_file(tmp_path: Path) -> None:
+    missing = tmp_path / "missing.toml"
+    message = _error(missing, environ={})
+    assert str(missing) in message
+    assert "does not exist" in message
+
+
+def test_named_directory_is_not_a_file(tmp_path: Path) -> None:
+    (tmp_path / "conf.d").mkdir()
+    assert "conf.d" in _error(tmp_path / "conf.d", environ={})
+
+
+@pytest.mark.parametrize("source", ["file", "env"])
+def test_bad_mode(tmp_path: Path, source: str) -> None:
+    if source == "file":
+        _write(tmp_path / "ripple.toml", 'mode = "staging"\n')
+        environ = {}
+    else:
+        environ = {"RIPPLE_MODE": "staging"}
+    message = _error(environ=environ)
+    assert "mode" in message
+    assert "'staging'" in message
+    assert "dev" in message
+    assert "production" in message
+
+
+@pytest.mark.parametrize("url", ["mysql://u@h/d", "redis://localhost", "not a url"])
+def test_bad_database_url(url: str) -> None:
+    message = _error(environ={"RIPPLE_DATABASE_URL": url})
+    assert "database.url" in message
+    assert "RIPPLE_DATABASE_URL" in message
+    assert repr(url) in message
+
+
+def test_bad_database_url_in_file(tmp_path: Path) -> None:
+    _write(tmp_path / "ripple.toml", '[database]\nurl = "mysql://u@h/d"\n')
+    message = _error(environ={})
+    assert "database.url" in message
+    assert "'mysql://u@h/d'" in message
+
+
+def test_empty_data_dir() -> None:
+    message = _error(environ={"RIPPLE_DATA_DIR": "  "})
+    assert "data-dir" in message
+    assert "RIPPLE_DATA_DIR" in message
