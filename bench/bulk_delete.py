@@ -34,6 +34,7 @@ from ripple.metabase import (
     DeleteObjectsItem,
     Metabase,
     Object,
+    ObjectLocation,
     Status,
     create_bucket,
     create_project,
@@ -78,7 +79,9 @@ def remaining(db: Metabase) -> int:
         return int(conn.execute(sa.select(sa.func.count()).select_from(objects)).scalar_one())
 
 
-def measure(db: Metabase, n: int, repetitions: int, progress: Progress, label: str) -> dict[str, float]:
+def measure(
+    db: Metabase, n: int, repetitions: int, progress: Progress, label: str
+) -> dict[str, float]:
     project = create_project(db, "bench")
     bucket = BucketLocation(project.id, "bench-bucket")
     create_bucket(db, bucket)
@@ -90,7 +93,8 @@ def measure(db: Metabase, n: int, repetitions: int, progress: Progress, label: s
         started = time.perf_counter()
         result = delete_objects(db, bucket, [DeleteObjectsItem(k) for k in keys], quiet=True)
         bulk.append(time.perf_counter() - started)
-        assert not result.errors and remaining(db) == 0, "bulk delete left objects behind"
+        assert not result.errors, result.errors[:3]
+        assert remaining(db) == 0, "bulk delete left objects behind"
         progress.advance(task)
 
         keys = fill(db, bucket, n)
@@ -100,15 +104,18 @@ def measure(db: Metabase, n: int, repetitions: int, progress: Progress, label: s
         single.append(time.perf_counter() - started)
         assert remaining(db) == 0, "single deletes left objects behind"
         progress.advance(task)
-    console.print(f"{label}: bulk samples {[round(x, 4) for x in bulk]}, single {[round(x, 3) for x in single]}")
+    console.print(f"{label}: bulk samples (s) {[round(x, 4) for x in bulk]}")
+    console.print(f"{label}: single samples (s) {[round(x, 3) for x in single]}")
     bulk_s = statistics.median(bulk)
     single_s = statistics.median(single)
-    return {"bulk_s": round(bulk_s, 5), "single_s": round(single_s, 5), "ratio": round(single_s / bulk_s, 1)}
+    return {
+        "bulk_s": round(bulk_s, 5),
+        "single_s": round(single_s, 5),
+        "ratio": round(single_s / bulk_s, 1),
+    }
 
 
-def bucket_key(bucket: BucketLocation, key: str):  # type: ignore[no-untyped-def]
-    from ripple.metabase import ObjectLocation
-
+def bucket_key(bucket: BucketLocation, key: str) -> ObjectLocation:
     return ObjectLocation(bucket.project_id, bucket.bucket_name, key)
 
 
@@ -139,9 +146,15 @@ def postgres_metabase(admin_url: str) -> Iterator[Metabase]:
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--objects", type=int, default=1000, help="objects deleted per repetition (≤ 1000)")
-    parser.add_argument("--repetitions", type=int, default=5, help="repetitions; medians are reported")
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument(
+        "--objects", type=int, default=1000, help="objects deleted per repetition (≤ 1000)"
+    )
+    parser.add_argument(
+        "--repetitions", type=int, default=5, help="repetitions; medians are reported"
+    )
     parser.add_argument(
         "--postgres-url",
         default="postgresql://postgres@127.0.0.1:5432/postgres",
@@ -160,10 +173,10 @@ def main() -> int:
                 figures[name] = measure(db, args.objects, args.repetitions, progress, name)
 
     table = Table(title=f"{args.objects} deletes, median of {args.repetitions}")
-    for column in ("database", "DeleteObjects (s)", f"{args.objects} × DeleteObject (s)", "ratio"):
+    for column in ("database", "DeleteObjects (s)", f"{args.objects} x DeleteObject (s)", "ratio"):
         table.add_column(column, justify="right")
     for name, f in figures.items():
-        table.add_row(name, f"{f['bulk_s']:.4f}", f"{f['single_s']:.3f}", f"{f['ratio']}×")
+        table.add_row(name, f"{f['bulk_s']:.4f}", f"{f['single_s']:.3f}", f"{f['ratio']}x")
     console.print(table)
     print(json.dumps(dict(sorted(figures.items()))))
     return 0

@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 import uuid
 from collections.abc import Iterator
+from contextlib import contextmanager
 from datetime import UTC, datetime
 
 import psycopg
@@ -34,10 +35,11 @@ def service_missing(what: str, reason: str) -> None:
     pytest.skip(message)
 
 
-@pytest.fixture(scope="session")
-def postgres_url() -> Iterator[str]:
-    admin = sa.make_url(ADMIN_URL)
-    name = f"ripple_test_{uuid.uuid4().hex[:12]}"
+@contextmanager
+def fresh_postgres_database(admin_url: str, prefix: str) -> Iterator[str]:
+    """A new, empty database on the server of `admin_url`, dropped afterwards; its URL."""
+    admin = sa.make_url(admin_url)
+    name = f"{prefix}_{uuid.uuid4().hex[:12]}"
     conninfo = admin.set(drivername="postgresql").render_as_string(hide_password=False)
     try:
         conn = psycopg.connect(conninfo, autocommit=True, connect_timeout=5)
@@ -50,6 +52,12 @@ def postgres_url() -> Iterator[str]:
     finally:
         with psycopg.connect(conninfo, autocommit=True) as conn:
             conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+@pytest.fixture(scope="session")
+def postgres_url() -> Iterator[str]:
+    with fresh_postgres_database(ADMIN_URL, "ripple_test") as url:
+        yield url
 
 
 @pytest.fixture(scope="session")
@@ -79,7 +87,7 @@ def db(request: pytest.FixtureRequest) -> Iterator[Metabase]:
         for table in (objects, buckets, projects):
             conn.execute(sa.delete(table))
     metabase.clock = lambda: datetime.now(UTC)
-    yield metabase
+    return metabase
 
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:

@@ -6,7 +6,6 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -16,21 +15,13 @@ import sqlalchemy as sa
 from click.testing import CliRunner
 
 from ripple.cli import cli
+from ripple.config import ENVIRONMENT_VARIABLES
 from ripple.metabase import Metabase, create_project
 from ripple.metabase.migrate import head_revision
+from tests.conftest import fresh_postgres_database
 
 RIPPLE = Path(sys.executable).with_name("ripple")
-RIPPLE_VARIABLES = (
-    "RIPPLE_DATA_DIR",
-    "RIPPLE_DATABASE_URL",
-    "RIPPLE_S3_ADDRESS",
-    "RIPPLE_REGION",
-    "RIPPLE_SPARK_MASTER",
-    "RIPPLE_BUCKET_EVENTING_BUCKETS",
-    "RIPPLE_MODE",
-    "RIPPLE_DESTINATIONS_ALLOW",
-    "RIPPLE_METRICS_ADDRESS",
-)
+RIPPLE_VARIABLES = ENVIRONMENT_VARIABLES
 
 
 def run_ripple(cwd: Path, *args: str, **env: str) -> subprocess.CompletedProcess[str]:
@@ -180,16 +171,8 @@ def test_up_reads_ripple_toml(runner: CliRunner, tmp_path: Path) -> None:
 @pytest.fixture
 def fresh_postgres_url(postgres_url: str) -> Iterator[str]:
     """A new, empty database on the test PostgreSQL server, dropped afterwards."""
-    url = sa.make_url(postgres_url)
-    name = f"ripple_cli_{uuid.uuid4().hex[:12]}"
-    conninfo = url.set(drivername="postgresql").render_as_string(hide_password=False)
-    with psycopg.connect(conninfo, autocommit=True) as conn:
-        conn.execute(f'CREATE DATABASE "{name}"')
-    try:
-        yield url.set(database=name).render_as_string(hide_password=False)
-    finally:
-        with psycopg.connect(conninfo, autocommit=True) as conn:
-            conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+    with fresh_postgres_database(postgres_url, "ripple_cli") as url:
+        yield url
 
 
 @pytest.mark.postgresql

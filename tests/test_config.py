@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from ripple.config import ConfigError, Settings, load_settings
+from ripple.config import ENVIRONMENT_VARIABLES, ConfigError, Settings, load_settings
 
 FULL_TOML = """\
 data-dir = "/var/lib/ripple"
@@ -68,17 +68,7 @@ def test_defaults_without_file_or_env() -> None:
 
 
 def test_defaults_ignore_unrelated_environment(monkeypatch: pytest.MonkeyPatch) -> None:
-    for name in (
-        "RIPPLE_DATA_DIR",
-        "RIPPLE_DATABASE_URL",
-        "RIPPLE_S3_ADDRESS",
-        "RIPPLE_REGION",
-        "RIPPLE_SPARK_MASTER",
-        "RIPPLE_BUCKET_EVENTING_BUCKETS",
-        "RIPPLE_MODE",
-        "RIPPLE_DESTINATIONS_ALLOW",
-        "RIPPLE_METRICS_ADDRESS",
-    ):
+    for name in ENVIRONMENT_VARIABLES:
         monkeypatch.delenv(name, raising=False)
     monkeypatch.setenv("RIPPLE_UNKNOWN_THING", "x")
     assert load_settings() == Settings()

@@ -58,6 +58,7 @@ _KEYS: dict[str, tuple[str, str]] = {
     "metrics.address": ("metrics_address", "RIPPLE_METRICS_ADDRESS"),
 }
 _MODES = ("dev", "production")
+ENVIRONMENT_VARIABLES = tuple(variable for _, variable in _KEYS.values())
 
 
 def _flatten(table: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:

@@ -31,7 +31,7 @@ def run_threads(target) -> list[BaseException]:  # type: ignore[no-untyped-def]
         barrier.wait()
         try:
             target(n)
-        except BaseException as e:  # noqa: BLE001 - reported by the test
+        except BaseException as e:
             errors.append(e)
 
     threads = [threading.Thread(target=worker, args=(n,)) for n in range(WRITERS)]

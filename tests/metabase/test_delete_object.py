@@ -12,9 +12,9 @@ from ripple.metabase import (
     get_object,
     set_bucket_versioning,
 )
+from ripple.metabase.errors import BucketNotFound, InvalidArgument, ObjectLocked, ObjectNotFound
 from ripple.metabase.rows import at_key
 from ripple.metabase.schema import objects
-from ripple.metabase.errors import BucketNotFound, InvalidArgument, ObjectLocked, ObjectNotFound
 from tests.metabase.steps import Row, Verify, World, unchanged
 
 S = Status
@@ -70,7 +70,8 @@ def test_enabled_delete_markers_stack(world: World) -> None:
     obj = world.put(bucket, "a")
     first = delete_object(world.db, world.loc(bucket, "a")).marker
     second = delete_object(world.db, world.loc(bucket, "a")).marker
-    assert first is not None and second is not None
+    assert first is not None
+    assert second is not None
     assert second.version > first.version > obj.version
     assert first.version_id != second.version_id
     Verify(
@@ -117,9 +118,7 @@ def test_locked_null_version_is_not_deleted(world: World) -> None:
     bucket = world.bucket(versioning=Versioning.UNVERSIONED)
     world.put(bucket, "a")
     with world.db.write() as conn:
-        conn.execute(
-            objects.update().where(at_key(world.loc(bucket, "a"))).values(legal_hold=True)
-        )
+        conn.execute(objects.update().where(at_key(world.loc(bucket, "a"))).values(legal_hold=True))
     with unchanged(world, ObjectLocked, "AccessDenied"):
         delete_object(world.db, world.loc(bucket, "a"))
 

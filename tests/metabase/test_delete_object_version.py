@@ -36,7 +36,8 @@ def test_deleting_latest_delete_marker_restores_previous_version(world: World) -
     obj = world.put(bucket, "a", b"kept")
     m1 = delete_object(world.db, world.loc(bucket, "a")).marker
     m2 = delete_object(world.db, world.loc(bucket, "a")).marker
-    assert m1 is not None and m2 is not None
+    assert m1 is not None
+    assert m2 is not None
     delete_object_version(world.db, world.loc(bucket, "a"), m2.version_id)
     delete_object_version(world.db, world.loc(bucket, "a"), m1.version_id)
     latest = get_object(world.db, world.loc(bucket, "a"))
@@ -136,7 +137,9 @@ def test_compliance_is_never_deleted_before_retain_until(world: World) -> None:
     [(False, False), (True, False), (False, True)],
     ids=["no-bypass", "bypass-not-allowed", "allowed-not-requested"],
 )
-def test_governance_refused_without_allowed_bypass(world: World, bypass: bool, allowed: bool) -> None:
+def test_governance_refused_without_allowed_bypass(
+    world: World, bypass: bool, allowed: bool
+) -> None:
     bucket = world.bucket(lock=True)
     obj = world.put(bucket, "a", retention=world.governance(days=3))
     with unchanged(world, ObjectLocked):

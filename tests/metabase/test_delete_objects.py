@@ -233,7 +233,13 @@ def test_duplicates_are_handled_once(world: World) -> None:
     result = delete_objects(
         world.db,
         bucket,
-        [Item("a"), Item("a"), Item("v", v1.version_id), Item("v", v1.version_id.upper()), Item("a")],
+        [
+            Item("a"),
+            Item("a"),
+            Item("v", v1.version_id),
+            Item("v", v1.version_id.upper()),
+            Item("a"),
+        ],
     )
     assert [(d.key, d.version_id) for d in result.deleted] == [("a", None), ("v", v1.version_id)]
     assert sum(1 for r in world.rows() if r.object_key == "a") == 1
