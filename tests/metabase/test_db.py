@@ -1,0 +1,60 @@
+"""The metabase handle: URLs, connection settings, transactions."""
+
+from __future__ import annotations
+
+import uuid
+
+import pytest
+import sqlalchemy as sa
+
+from ripple.metabase import Metabase
+from ripple.metabase.db import normalize_url
+from ripple.metabase.schema import projects
+
+
+@pytest.mark.parametrize(
+    ("url", "driver"),
+    [
+        ("postgresql://u@h/d", "postgresql+psycopg"),
+        ("postgres://u@h/d", "postgresql+psycopg"),
+        ("postgresql+psycopg://u@h/d", "postgresql+psycopg"),
+        ("sqlite:///x.db", "sqlite"),
+    ],
+)
+def test_normalize_url(url: str, driver: str) -> None:
+    assert normalize_url(url).drivername == driver
+
+
+@pytest.mark.parametrize("url", ["mysql://u@h/d", "not a url", ""])
+def test_normalize_url_refuses(url: str) -> None:
+    with pytest.raises(ValueError, match=r"database|URL"):
+        normalize_url(url)
+
+
+def test_connection_settings(db: Metabase) -> None:
+    """SQLite runs in WAL mode with foreign keys; PostgreSQL plans every statement with its
+    real parameters (a generic plan made bulk deletes 20x slower once prepared)."""
+    with db.read() as conn:
+        if db.dialect == "sqlite":
+            assert conn.exec_driver_sql("PRAGMA journal_mode").scalar() == "wal"
+            assert conn.exec_driver_sql("PRAGMA foreign_keys").scalar() == 1
+        else:
+            assert conn.exec_driver_sql("SHOW plan_cache_mode").scalar() == "force_custom_plan"
+
+
+def insert_project_then_fail(db: Metabase, project_id: uuid.UUID) -> None:
+    with db.write() as conn:
+        conn.execute(
+            sa.insert(projects).values(
+                id=project_id, public_id=uuid.uuid4(), name="p", created_at=db.now()
+            )
+        )
+        raise RuntimeError("boom")
+
+
+def test_write_rolls_back_on_error(db: Metabase) -> None:
+    project_id = uuid.uuid4()
+    with pytest.raises(RuntimeError, match="boom"):
+        insert_project_then_fail(db, project_id)
+    with db.read() as conn:
+        assert conn.execute(sa.select(projects).where(projects.c.id == project_id)).first() is None
