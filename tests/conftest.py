@@ -76,18 +76,27 @@ def _metabase(url: str) -> Metabase:
     return _migrated[url]
 
 
-@pytest.fixture(
-    params=["sqlite", pytest.param("postgresql", marks=pytest.mark.postgresql)],
-)
-def db(request: pytest.FixtureRequest) -> Iterator[Metabase]:
-    """An empty, migrated metabase; its clock can be set by the test."""
-    url_fixture = "sqlite_url" if request.param == "sqlite" else "postgres_url"
-    metabase = _metabase(request.getfixturevalue(url_fixture))
+def _empty(metabase: Metabase) -> Metabase:
     with metabase.write() as conn:
         for table in (objects, buckets, projects):
             conn.execute(sa.delete(table))
     metabase.clock = lambda: datetime.now(UTC)
     return metabase
+
+
+@pytest.fixture(
+    params=["sqlite", pytest.param("postgresql", marks=pytest.mark.postgresql)],
+)
+def db(request: pytest.FixtureRequest) -> Metabase:
+    """An empty, migrated metabase; its clock can be set by the test."""
+    url_fixture = "sqlite_url" if request.param == "sqlite" else "postgres_url"
+    return _empty(_metabase(request.getfixturevalue(url_fixture)))
+
+
+@pytest.fixture
+def postgres_db(postgres_url: str) -> Metabase:
+    """`db` on PostgreSQL only, for tests of its concurrency control."""
+    return _empty(_metabase(postgres_url))
 
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:

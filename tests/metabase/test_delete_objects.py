@@ -264,12 +264,28 @@ def test_bad_keys_and_version_ids_are_item_errors(world: World) -> None:
     result = delete_objects(
         world.db,
         bucket,
-        [Item("a", "not-a-version"), Item("x" * 1025), Item("a", obj.version_id)],
+        [
+            Item("a", "not-a-version"),
+            Item("x" * 1025),
+            Item("bad\udc80surrogate"),
+            Item("a", obj.version_id),
+        ],
     )
     assert result.errors == [
-        DeleteObjectsError("a", "not-a-version", "NoSuchVersion", "the version ID is not valid"),
+        DeleteObjectsError(
+            "a",
+            "not-a-version",
+            "NoSuchVersion",
+            "the version ID is not valid: use `null` or an ID that ListObjectVersions returned",
+        ),
         DeleteObjectsError(
             "x" * 1025, None, "InvalidArgument", "object key is 1025 bytes; the limit is 1024"
+        ),
+        DeleteObjectsError(
+            "bad\udc80surrogate",
+            None,
+            "InvalidArgument",
+            "object key must be valid UTF-8 (it has a lone surrogate)",
         ),
     ]
     assert [d.deleted_version_id for d in result.deleted] == [obj.version_id]

@@ -461,3 +461,26 @@ def test_version_paging_equals_one_listing_equals_model(
     assert prefixes == expected_prefixes
     total = len(expected)
     assert len(pages) == max(1, -(-total // page_size))
+
+
+def test_resumes_after_a_marker_version_deleted_between_pages(world: World) -> None:
+    """The version ID names a position even when its version is gone: paging must not skip
+    the versions below it."""
+    bucket = world.bucket("resume-deleted", Versioning.ENABLED)
+    versions = [world.put(bucket, "k") for _ in range(5)]
+    page = list_object_versions(world.db, bucket, max_keys=2)
+    assert [e.object.version_id for e in page.versions] == [
+        versions[4].version_id,
+        versions[3].version_id,
+    ]
+    delete_object_version(world.db, world.loc(bucket, "k"), page.next_version_id_marker)
+    rest = list_object_versions(
+        world.db,
+        bucket,
+        key_marker=page.next_key_marker,
+        version_id_marker=page.next_version_id_marker,
+    )
+    assert [e.object.version_id for e in rest.versions] == [
+        v.version_id for v in reversed(versions[:3])
+    ]
+    assert not any(e.is_latest for e in rest.versions)

@@ -11,12 +11,11 @@ import sqlalchemy as sa
 
 from ripple.metabase.db import Metabase
 from ripple.metabase.rows import (
-    get_bucket,
-    lock_key,
     new_stream_id,
     next_version,
     object_values,
     require_aware,
+    start_key_write,
 )
 from ripple.metabase.schema import objects
 from ripple.metabase.types import Object, ObjectLocation, Status
@@ -33,8 +32,7 @@ def begin_object(
     sid = stream_id or new_stream_id()
 
     def tx(conn: sa.Connection) -> Object:
-        get_bucket(conn, loc.bucket)
-        lock_key(conn, loc)
+        start_key_write(conn, loc)
         pending = Object(
             project_id=loc.project_id,
             bucket_name=loc.bucket_name,

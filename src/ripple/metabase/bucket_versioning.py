@@ -16,7 +16,7 @@ def set_bucket_versioning(db: Metabase, loc: BucketLocation, *, enabled: bool) -
     """Enable (True) or suspend (False) versioning. Suspending an unversioned bucket is a
     no-op, as in S3; suspending an object-lock bucket is `InvalidBucketState`."""
     with db.write() as conn:
-        bucket = get_bucket(conn, loc)
+        bucket = get_bucket(conn, loc, lock="update")
         if enabled:
             state = Versioning.ENABLED
         elif bucket.object_lock_enabled:

@@ -112,9 +112,12 @@ def list_buckets(db: Metabase, project_id: uuid.UUID) -> list[Bucket]:
 def delete_bucket(db: Metabase, loc: BucketLocation) -> None:
     """Delete an empty bucket: no versions, delete markers or pending uploads left."""
     with db.write() as conn:
-        get_bucket(conn, loc)
+        get_bucket(conn, loc, lock="update")
         if conn.execute(sa.select(objects.c.version).where(at_bucket(loc)).limit(1)).first():
-            raise BucketNotEmpty(f"bucket {loc.bucket_name!r} is not empty")
+            raise BucketNotEmpty(
+                f"bucket {loc.bucket_name!r} is not empty: delete every object version, "
+                "delete marker and pending upload in it first"
+            )
         conn.execute(
             sa.delete(buckets).where(
                 buckets.c.project_id == loc.project_id, buckets.c.name == loc.bucket_name
@@ -133,7 +136,7 @@ def set_object_lock_configuration(
         if period is None or period <= 0:
             raise InvalidArgument("default retention period must be a positive number")
     with db.write() as conn:
-        bucket = get_bucket(conn, loc)
+        bucket = get_bucket(conn, loc, lock="update")
         if not bucket.object_lock_enabled:
             raise ObjectLockNotEnabled(
                 f"bucket {loc.bucket_name!r} was created without object lock; "

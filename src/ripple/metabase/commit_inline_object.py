@@ -8,7 +8,7 @@ from datetime import datetime
 import sqlalchemy as sa
 
 from ripple.metabase.db import Metabase
-from ripple.metabase.rows import get_bucket, key_bytes, new_stream_id, require_aware
+from ripple.metabase.rows import key_bytes, new_stream_id, require_aware, start_key_write
 from ripple.metabase.store_committed import CommitResult, store_committed
 from ripple.metabase.types import Object, ObjectLocation, Retention, Status
 
@@ -30,7 +30,7 @@ def commit_inline_object(
     stream_id = new_stream_id()
 
     def tx(conn: sa.Connection) -> CommitResult:
-        bucket = get_bucket(conn, loc.bucket)
+        bucket = start_key_write(conn, loc)
         now = db.now()
         new = Object(
             project_id=loc.project_id,

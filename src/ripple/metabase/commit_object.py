@@ -9,7 +9,7 @@ import sqlalchemy as sa
 
 from ripple.metabase.db import Metabase
 from ripple.metabase.errors import PendingObjectNotFound
-from ripple.metabase.rows import at_key, delete_rows, get_bucket, select_rows
+from ripple.metabase.rows import at_key, delete_rows, select_rows, start_key_write
 from ripple.metabase.schema import objects
 from ripple.metabase.store_committed import CommitResult, store_committed
 from ripple.metabase.types import Object, Retention, Status
@@ -29,7 +29,7 @@ def commit_object(
     """Commit the upload `begin_object` returned as the key's newest version."""
 
     def tx(conn: sa.Connection) -> CommitResult:
-        bucket = get_bucket(conn, pending.location.bucket)
+        bucket = start_key_write(conn, pending.location)
         rows = select_rows(
             conn,
             sa.and_(

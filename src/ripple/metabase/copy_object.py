@@ -14,9 +14,9 @@ from typing import Literal
 import sqlalchemy as sa
 
 from ripple.metabase.db import Metabase
-from ripple.metabase.errors import InvalidArgument, MethodNotAllowed
+from ripple.metabase.errors import InvalidArgument
 from ripple.metabase.get_object import resolve_object
-from ripple.metabase.rows import get_bucket, key_bytes, new_stream_id
+from ripple.metabase.rows import key_bytes, new_stream_id, start_key_write
 from ripple.metabase.store_committed import CommitResult, store_committed
 from ripple.metabase.types import Object, ObjectLocation, Retention
 
@@ -56,10 +56,13 @@ def copy_object(
     new_stream = stream_id or new_stream_id()
 
     def tx(conn: sa.Connection) -> CopyResult:
+        bucket = start_key_write(conn, destination)
         src = resolve_object(conn, source, source_version_id)
         if src.is_delete_marker:
-            raise MethodNotAllowed("the source version is a delete marker and cannot be copied")
-        bucket = get_bucket(conn, destination.bucket)
+            raise InvalidCopyRequest(
+                "the source version is a delete marker, which cannot be copied; "
+                "name an object version in x-amz-copy-source"
+            )
         replace_meta = metadata_directive == "REPLACE"
         new = replace(
             src,

@@ -17,13 +17,12 @@ from ripple.metabase.db import Metabase
 from ripple.metabase.objectlock import bypass_allowed, check_deletable
 from ripple.metabase.rows import (
     delete_rows,
-    get_bucket,
     key_bytes,
-    lock_key,
     new_stream_id,
     next_version,
     null_version,
     object_values,
+    start_key_write,
 )
 from ripple.metabase.schema import objects
 from ripple.metabase.types import Bucket, Object, ObjectLocation, Status, Versioning
@@ -46,8 +45,7 @@ def delete_object(
     bypass = bypass_allowed(bypass_governance, can_bypass_governance)
 
     def tx(conn: sa.Connection) -> DeleteResult:
-        bucket = get_bucket(conn, loc.bucket)
-        lock_key(conn, loc)
+        bucket = start_key_write(conn, loc)
         now = db.now()
         removed: list[Object] = []
         if bucket.versioning is not Versioning.ENABLED:

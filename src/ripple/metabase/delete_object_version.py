@@ -13,7 +13,7 @@ import sqlalchemy as sa
 from ripple.metabase.db import Metabase
 from ripple.metabase.delete_object import DeleteResult
 from ripple.metabase.objectlock import bypass_allowed, check_deletable
-from ripple.metabase.rows import delete_rows, exact_version, get_bucket, key_bytes
+from ripple.metabase.rows import delete_rows, exact_version, key_bytes, start_key_write
 from ripple.metabase.types import ObjectLocation, decode_version_id
 
 
@@ -30,7 +30,7 @@ def delete_object_version(
     bypass = bypass_allowed(bypass_governance, can_bypass_governance)
 
     def tx(conn: sa.Connection) -> DeleteResult:
-        get_bucket(conn, loc.bucket)
+        start_key_write(conn, loc)
         target = exact_version(conn, loc, ref, lock=True)
         if target is None:
             return DeleteResult()

@@ -4,10 +4,11 @@ One transaction and a constant number of statements whatever the item count (DES
 "Bulk delete"): read the bucket, the highest version of every key, and every row an item
 may touch (one statement each, `UNNEST` arrays on PostgreSQL, a VALUES list on SQLite);
 apply the items in request order to that in-memory view, as sequential DeleteObject calls
-would; then write the net result with one DELETE and one multi-row INSERT of delete
-markers. Per item, the semantics are those of `delete_object` (no version ID) and
-`delete_object_version` (with one); an item object lock refuses is an error entry and
-changes nothing. More than 1000 items, or none: nothing is deleted and the request fails.
+would (an item repeated in the request is applied once); then write the net result with
+one DELETE and one multi-row INSERT of delete markers. Per item, the semantics are those
+of `delete_object` (no version ID) and `delete_object_version` (with one); an item object
+lock refuses is an error entry and changes nothing. More than 1000 items, or none: nothing
+is deleted and the request fails.
 """
 
 from __future__ import annotations
@@ -106,10 +107,13 @@ def delete_objects(
     valid, errors = _parse(items)
 
     def tx(conn: sa.Connection) -> DeleteObjectsResult:
-        bucket = get_bucket(conn, loc)
+        bucket = get_bucket(conn, loc, lock="share")
         lock_keys(conn, loc, [i.raw_key for i in valid])
         view = _View(
-            bucket, db, _top_versions(conn, bucket, valid), _candidates(conn, bucket, valid)
+            bucket,
+            db,
+            _top_versions(conn, loc, bucket, valid),
+            _candidates(conn, loc, bucket, valid),
         )
         deleted: list[DeletedObject] = []
         item_errors = list(errors)
@@ -145,7 +149,11 @@ def _parse(items: Sequence[DeleteObjectsItem]) -> tuple[list[_Item], list[Delete
             except InvalidArgument:
                 errors.append(
                     DeleteObjectsError(
-                        item.key, item.version_id, "NoSuchVersion", "the version ID is not valid"
+                        item.key,
+                        item.version_id,
+                        "NoSuchVersion",
+                        "the version ID is not valid: use `null` or an ID that "
+                        "ListObjectVersions returned",
                     )
                 )
                 continue
@@ -156,7 +164,9 @@ def _parse(items: Sequence[DeleteObjectsItem]) -> tuple[list[_Item], list[Delete
     return valid, errors
 
 
-def _top_versions(conn: sa.Connection, bucket: Bucket, items: list[_Item]) -> dict[bytes, int]:
+def _top_versions(
+    conn: sa.Connection, loc: BucketLocation, bucket: Bucket, items: list[_Item]
+) -> dict[bytes, int]:
     """The highest version of each key (pending uploads too): new markers go above them."""
     marks = bucket.versioning is not Versioning.UNVERSIONED and any(i.ref is None for i in items)
     if not marks:
@@ -164,13 +174,15 @@ def _top_versions(conn: sa.Connection, bucket: Bucket, items: list[_Item]) -> di
     keys = sorted({i.raw_key for i in items if i.ref is None})
     query = (
         sa.select(objects.c.object_key, sa.func.max(objects.c.version).label("top"))
-        .where(at_bucket(_location(bucket)), key_in(conn, keys))
+        .where(at_bucket(loc), key_in(conn, keys))
         .group_by(objects.c.object_key)
     )
     return {bytes(row.object_key): int(row.top) for row in conn.execute(query)}
 
 
-def _candidates(conn: sa.Connection, bucket: Bucket, items: list[_Item]) -> list[Object]:
+def _candidates(
+    conn: sa.Connection, loc: BucketLocation, bucket: Bucket, items: list[_Item]
+) -> list[Object]:
     """Every committed row an item may delete, locked: exact versions, and `null` versions
     of the keys whose item needs it (no version ID outside an enabled bucket, or `null`)."""
     exact = [
@@ -193,15 +205,11 @@ def _candidates(conn: sa.Connection, bucket: Bucket, items: list[_Item]) -> list
     if not wanted:
         return []
     where = sa.and_(
-        at_bucket(_location(bucket)),
+        at_bucket(loc),
         objects.c.status.in_(COMMITTED_STATUSES),
         sa.or_(*wanted),
     )
     return select_rows(conn, where, lock=True, data=False)
-
-
-def _location(bucket: Bucket) -> BucketLocation:
-    return BucketLocation(bucket.project_id, bucket.name)
 
 
 class _View:

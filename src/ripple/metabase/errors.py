@@ -19,7 +19,10 @@ class InvalidArgument(MetabaseError):
 
 class InvalidVersionId(InvalidArgument):
     def __init__(self, version_id: str) -> None:
-        super().__init__(f"invalid version id specified: {version_id!r}")
+        super().__init__(
+            f"invalid version id specified: {version_id!r}; use `null` or an ID that "
+            "ListObjectVersions returned"
+        )
 
 
 class ProjectNotFound(MetabaseError):

@@ -17,7 +17,7 @@ def put_object_legal_hold(
     db: Metabase, loc: ObjectLocation, on: bool, *, version_id: str | None = None
 ) -> Object:
     def tx(conn: sa.Connection) -> Object:
-        _, obj = lockable_version(conn, loc, version_id, "legal hold")
+        _, obj = lockable_version(conn, loc, version_id, "legal hold", write=True)
         update_version(conn, obj, legal_hold=on)
         return resolve_object(conn, loc, obj.version_id)
 
@@ -28,5 +28,5 @@ def get_object_legal_hold(
     db: Metabase, loc: ObjectLocation, *, version_id: str | None = None
 ) -> bool:
     with db.read() as conn:
-        _, obj = lockable_version(conn, loc, version_id, "legal hold")
+        _, obj = lockable_version(conn, loc, version_id, "legal hold", write=False)
     return obj.legal_hold

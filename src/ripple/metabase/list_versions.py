@@ -53,11 +53,13 @@ def list_object_versions(
         cursor_version: int | None = None
         if version_id_marker:
             ref = decode_version_id(version_id_marker)
-            marker = exact_version(
-                conn, ObjectLocation(loc.project_id, loc.bucket_name, key_marker), ref
-            )
-            if marker is not None:
-                cursor, cursor_version = key_marker.encode("utf-8"), marker.version
+            marker_loc = ObjectLocation(loc.project_id, loc.bucket_name, key_marker)
+            position = ref.version
+            if position is None:  # `null`: its number is in the row, if the row is still there
+                marker = exact_version(conn, marker_loc, ref)
+                position = None if marker is None else marker.version
+            if position is not None:  # a deleted marker version still names a position
+                cursor, cursor_version = key_marker.encode("utf-8"), position
         # a key whose newest version was listed on an earlier page has no latest left
         previous_key = cursor if cursor_version is not None else None
         exhausted = limit == 0

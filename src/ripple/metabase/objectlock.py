@@ -4,7 +4,8 @@ A legal hold forbids deleting a version, always. An active retention period forb
 too, except in governance mode when the request asks to bypass governance and the caller
 is allowed to. Expired retention forbids nothing. Compliance retention can be extended but
 never shortened, changed to governance or removed while it is active; governance can be
-shortened, changed or removed only with an allowed bypass.
+shortened or removed only with an allowed bypass (extending it, or turning it into
+compliance, needs none).
 """
 
 from __future__ import annotations
@@ -25,7 +26,10 @@ def check_deletable(obj: Object, now: datetime, *, bypass: bool) -> None:
     if obj.is_delete_marker:
         return
     if obj.legal_hold:
-        raise ObjectLocked(f"{obj.object_key!r} version {obj.version_id} is under legal hold")
+        raise ObjectLocked(
+            f"{obj.object_key!r} version {obj.version_id} is under legal hold; "
+            "turn the legal hold off before deleting it"
+        )
     retention = obj.retention
     if retention is None or not retention.active(now):
         return
@@ -34,6 +38,11 @@ def check_deletable(obj: Object, now: datetime, *, bypass: bool) -> None:
     raise ObjectLocked(
         f"{obj.object_key!r} version {obj.version_id} is retained in "
         f"{retention.mode.name.lower()} mode until {retention.retain_until.isoformat()}"
+        + (
+            "; deleting it needs x-amz-bypass-governance-retention and the permission to bypass"
+            if retention.mode is RetentionMode.GOVERNANCE
+            else ""
+        )
     )
 
 

@@ -12,16 +12,17 @@ from ripple.metabase.db import Metabase
 from ripple.metabase.errors import MethodNotAllowed, ObjectLockNotEnabled
 from ripple.metabase.get_object import resolve_object
 from ripple.metabase.objectlock import bypass_allowed, check_retention_change
-from ripple.metabase.rows import at_key, get_bucket
+from ripple.metabase.rows import at_key, get_bucket, start_key_write
 from ripple.metabase.schema import objects
 from ripple.metabase.types import Bucket, Object, ObjectLocation, Retention
 
 
 def lockable_version(
-    conn: sa.Connection, loc: ObjectLocation, version_id: str | None, what: str
+    conn: sa.Connection, loc: ObjectLocation, version_id: str | None, what: str, *, write: bool
 ) -> tuple[Bucket, Object]:
-    """The bucket and the object version a lock setting applies to."""
-    bucket = get_bucket(conn, loc.bucket)
+    """The bucket and the object version a lock setting applies to; with `write`, the key
+    is locked first, so the setting is judged on a version no one else is changing."""
+    bucket = start_key_write(conn, loc) if write else get_bucket(conn, loc.bucket)
     if not bucket.object_lock_enabled:
         raise ObjectLockNotEnabled(
             f"bucket {loc.bucket_name!r} has no object lock configuration, so it has no {what}"
@@ -35,7 +36,11 @@ def lockable_version(
 def update_version(conn: sa.Connection, obj: Object, **values: object) -> None:
     conn.execute(
         sa.update(objects)
-        .where(at_key(obj.location), objects.c.version == obj.version)
+        .where(
+            at_key(obj.location),
+            objects.c.version == obj.version,
+            objects.c.stream_id == obj.stream_id,
+        )
         .values(**values)
     )
 
@@ -53,7 +58,7 @@ def put_object_retention(
     bypass = bypass_allowed(bypass_governance, can_bypass_governance)
 
     def tx(conn: sa.Connection) -> Object:
-        _, obj = lockable_version(conn, loc, version_id, "retention")
+        _, obj = lockable_version(conn, loc, version_id, "retention", write=True)
         check_retention_change(obj.retention, retention, db.now(), bypass=bypass)
         update_version(
             conn,
@@ -71,5 +76,5 @@ def get_object_retention(
 ) -> Retention | None:
     """The version's retention as set (it may have expired: compare with the time)."""
     with db.read() as conn:
-        _, obj = lockable_version(conn, loc, version_id, "retention")
+        _, obj = lockable_version(conn, loc, version_id, "retention", write=False)
     return obj.retention

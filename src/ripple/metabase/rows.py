@@ -9,7 +9,7 @@ import hashlib
 import uuid
 from collections.abc import Mapping, Sequence
 from datetime import datetime
-from typing import Any
+from typing import Any, Literal
 
 import sqlalchemy as sa
 from sqlalchemy.dialects import postgresql
@@ -39,7 +39,10 @@ METADATA_COLUMNS = [c for c in objects.c if c.name != "inline_data"]
 
 def key_bytes(key: str) -> bytes:
     """An object key as stored: UTF-8, 1 to 1024 bytes."""
-    raw = key.encode("utf-8")
+    try:
+        raw = key.encode("utf-8")
+    except UnicodeEncodeError as e:
+        raise InvalidArgument("object key must be valid UTF-8 (it has a lone surrogate)") from e
     if not raw:
         raise InvalidArgument("object key must not be empty")
     if len(raw) > MAX_KEY_BYTES:
@@ -120,15 +123,29 @@ def bucket_from_row(row: Row[Any]) -> Bucket:
     )
 
 
-def get_bucket(conn: Connection, loc: BucketLocation) -> Bucket:
-    row = conn.execute(
-        sa.select(buckets).where(
-            buckets.c.project_id == loc.project_id, buckets.c.name == loc.bucket_name
-        )
-    ).first()
+def get_bucket(
+    conn: Connection, loc: BucketLocation, *, lock: Literal["share", "update"] | None = None
+) -> Bucket:
+    """The bucket, or `BucketNotFound`. On PostgreSQL, `share` keeps its configuration (and
+    existence) fixed until the transaction ends, as object writers need; `update` is for
+    the writers of that configuration."""
+    query = sa.select(buckets).where(
+        buckets.c.project_id == loc.project_id, buckets.c.name == loc.bucket_name
+    )
+    if lock and conn.dialect.name == "postgresql":
+        query = query.with_for_update(read=lock == "share")
+    row = conn.execute(query).first()
     if row is None:
         raise BucketNotFound(f"bucket {loc.bucket_name!r} does not exist")
     return bucket_from_row(row)
+
+
+def start_key_write(conn: Connection, loc: ObjectLocation) -> Bucket:
+    """What every writer of one key does first, always in this order: hold the bucket's
+    configuration, then the key (`lock_key`). Returns the bucket."""
+    bucket = get_bucket(conn, loc.bucket, lock="share")
+    lock_key(conn, loc)
+    return bucket
 
 
 def select_rows(
@@ -142,7 +159,7 @@ def select_rows(
     return [object_from_row(r) for r in conn.execute(query)]
 
 
-def latest_committed(conn: Connection, loc: ObjectLocation, *, lock: bool = False) -> Object | None:
+def latest_committed(conn: Connection, loc: ObjectLocation) -> Object | None:
     """The key's newest committed row (object or delete marker), if any."""
     query = (
         sa.select(objects)
@@ -150,8 +167,6 @@ def latest_committed(conn: Connection, loc: ObjectLocation, *, lock: bool = Fals
         .order_by(objects.c.version.desc())
         .limit(1)
     )
-    if lock and conn.dialect.name == "postgresql":
-        query = query.with_for_update()
     row = conn.execute(query).first()
     return None if row is None else object_from_row(row)
 

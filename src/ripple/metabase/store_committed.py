@@ -22,7 +22,7 @@ from ripple.metabase.objectlock import (
     check_retention_change,
     default_retention,
 )
-from ripple.metabase.rows import delete_rows, lock_key, next_version, null_version, object_values
+from ripple.metabase.rows import delete_rows, next_version, null_version, object_values
 from ripple.metabase.schema import objects
 from ripple.metabase.types import Bucket, Object, Retention, Status, Versioning
 
@@ -36,7 +36,8 @@ class CommitResult:
 def store_committed(
     conn: Connection, bucket: Bucket, new: Object, now: datetime, *, explicit_retention: bool
 ) -> CommitResult:
-    """Insert `new` (its version and status are chosen here) as the key's latest version."""
+    """Insert `new` (its version and status are chosen here) as the key's latest version.
+    The caller has begun the write with `start_key_write`."""
     retention: Retention | None = new.retention if explicit_retention else None
     check_lock_allowed(bucket, retention, new.legal_hold)
     if retention is None:
@@ -44,7 +45,6 @@ def store_committed(
     else:
         check_retention_change(None, retention, now, bypass=False)  # retain-until in the future
 
-    lock_key(conn, new.location)
     removed: list[Object] = []
     if bucket.versioning is not Versioning.ENABLED:
         old = null_version(conn, new.location, lock=True)
