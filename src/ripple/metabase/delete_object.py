@@ -14,14 +14,13 @@ from datetime import datetime
 import sqlalchemy as sa
 
 from ripple.metabase.db import Metabase
-from ripple.metabase.objectlock import bypass_allowed, check_deletable
+from ripple.metabase.objectlock import bypass_allowed
 from ripple.metabase.rows import (
-    delete_rows,
     key_bytes,
     new_stream_id,
     next_version,
-    null_version,
     object_values,
+    remove_null_version,
     start_key_write,
 )
 from ripple.metabase.schema import objects
@@ -47,13 +46,7 @@ def delete_object(
     def tx(conn: sa.Connection) -> DeleteResult:
         bucket = start_key_write(conn, loc)
         now = db.now()
-        removed: list[Object] = []
-        if bucket.versioning is not Versioning.ENABLED:
-            old = null_version(conn, loc, lock=True)
-            if old is not None:
-                check_deletable(old, now, bypass=bypass)
-                removed.append(old)
-        delete_rows(conn, removed)
+        removed = remove_null_version(conn, bucket, loc, now, bypass=bypass)
         marker = None
         if bucket.versioning is not Versioning.UNVERSIONED:
             marker = delete_marker(bucket, loc, next_version(conn, loc), now)

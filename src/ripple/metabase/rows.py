@@ -16,6 +16,7 @@ from sqlalchemy.dialects import postgresql
 from sqlalchemy.engine import Connection, Row
 
 from ripple.metabase.errors import BucketNotFound, InvalidArgument
+from ripple.metabase.objectlock import check_deletable
 from ripple.metabase.schema import buckets, objects
 from ripple.metabase.types import (
     COMMITTED_STATUSES,
@@ -190,6 +191,21 @@ def exact_version(
 def null_version(conn: Connection, loc: ObjectLocation, *, lock: bool = False) -> Object | None:
     """The key's `null` version: the row an unversioned or suspended write replaces."""
     return exact_version(conn, loc, VersionRef(None), lock=lock)
+
+
+def remove_null_version(
+    conn: Connection, bucket: Bucket, loc: ObjectLocation, now: datetime, *, bypass: bool
+) -> list[Object]:
+    """Outside an enabled bucket a write replaces the key's `null` version: delete it, if
+    there is one and object lock allows (else `ObjectLocked`). Returns what was deleted."""
+    if bucket.versioning is Versioning.ENABLED:
+        return []
+    old = null_version(conn, loc, lock=True)
+    if old is None:
+        return []
+    check_deletable(old, now, bypass=bypass)
+    delete_rows(conn, [old])
+    return [old]
 
 
 def next_version(conn: Connection, loc: ObjectLocation) -> int:

@@ -17,12 +17,11 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
 from ripple.metabase.objectlock import (
-    check_deletable,
     check_lock_allowed,
     check_retention_change,
     default_retention,
 )
-from ripple.metabase.rows import delete_rows, next_version, null_version, object_values
+from ripple.metabase.rows import next_version, object_values, remove_null_version
 from ripple.metabase.schema import objects
 from ripple.metabase.types import Bucket, Object, Retention, Status, Versioning
 
@@ -45,13 +44,7 @@ def store_committed(
     else:
         check_retention_change(None, retention, now, bypass=False)  # retain-until in the future
 
-    removed: list[Object] = []
-    if bucket.versioning is not Versioning.ENABLED:
-        old = null_version(conn, new.location, lock=True)
-        if old is not None:
-            check_deletable(old, now, bypass=False)
-            removed.append(old)
-    delete_rows(conn, removed)
+    removed = remove_null_version(conn, bucket, new.location, now, bypass=False)
 
     status = (
         Status.COMMITTED_VERSIONED
