@@ -18,6 +18,7 @@ import psycopg
 import pytest
 import sqlalchemy as sa
 
+from ripple.changestream.schema import change_offsets, change_partitions, change_records
 from ripple.metabase import Metabase
 from ripple.metabase.migrate import upgrade
 from ripple.metabase.schema import buckets, objects, projects
@@ -78,8 +79,13 @@ def _metabase(url: str) -> Metabase:
 
 def _empty(metabase: Metabase) -> Metabase:
     with metabase.write() as conn:
-        for table in (objects, buckets, projects):
+        for table in (objects, buckets, projects, change_records, change_offsets):
             conn.execute(sa.delete(table))
+        conn.execute(
+            sa.update(change_partitions).values(
+                next_position=0, last_commit_ns=0, last_transaction=None
+            )
+        )
     metabase.clock = lambda: datetime.now(UTC)
     return metabase
 

@@ -9,7 +9,7 @@ from alembic.runtime.migration import MigrationContext
 
 from ripple.metabase import Metabase, create_project, list_projects
 from ripple.metabase.migrate import current_revision, head_revision, upgrade
-from ripple.metabase.schema import metadata
+from ripple.metabase.schema import all_metadata
 
 
 def _schema_diff(db: Metabase) -> list[object]:
@@ -18,7 +18,7 @@ def _schema_diff(db: Metabase) -> list[object]:
         # reports DEFAULT '' as changed even when the DDL says exactly that.
         opts = {"compare_type": True, "compare_server_default": db.dialect == "postgresql"}
         context = MigrationContext.configure(conn, opts=opts)
-        return list(compare_metadata(context, metadata))
+        return list(compare_metadata(context, all_metadata()))
 
 
 def test_schema_matches_metadata(db: Metabase) -> None:
@@ -28,7 +28,16 @@ def test_schema_matches_metadata(db: Metabase) -> None:
 def test_every_table_is_created(db: Metabase) -> None:
     with db.read() as conn:
         names = set(sa.inspect(conn).get_table_names())
-    assert names == {"projects", "buckets", "objects", "alembic_version"}
+    assert names == {
+        "projects",
+        "buckets",
+        "objects",
+        "change_streams",
+        "change_partitions",
+        "change_records",
+        "change_offsets",
+        "alembic_version",
+    }
 
 
 def test_current_revision_is_head(db: Metabase) -> None:
@@ -59,9 +68,7 @@ def test_fresh_sqlite_database(tmp_path) -> None:
 
 def test_comparison_sees_a_missing_column(db: Metabase) -> None:
     """The check above is not vacuous: a column the database lacks is reported."""
-    changed = sa.MetaData()
-    for table in metadata.tables.values():
-        table.to_metadata(changed)
+    changed = all_metadata()
     changed.tables["objects"].append_column(sa.Column("extra", sa.Integer, nullable=True))
     with db.read() as conn:
         diff = compare_metadata(MigrationContext.configure(conn), changed)

@@ -11,13 +11,12 @@ import sqlalchemy as sa
 
 from ripple.metabase.db import Metabase
 from ripple.metabase.rows import (
+    insert_rows,
     new_stream_id,
     next_version,
-    object_values,
     require_aware,
     start_key_write,
 )
-from ripple.metabase.schema import objects
 from ripple.metabase.types import Object, ObjectLocation, Status
 
 
@@ -43,7 +42,7 @@ def begin_object(
             created_at=db.now(),
             expires_at=expires_at,
         )
-        conn.execute(sa.insert(objects).values(object_values(pending)))
+        insert_rows(conn, [pending])
         return pending
 
     return db.run_write(tx)

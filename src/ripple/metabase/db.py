@@ -1,12 +1,18 @@
 """The metabase handle: engine set-up for SQLite (WAL) and PostgreSQL (psycopg 3),
 read and write transactions, and retrying writers that race for the same key.
+
+Every write transaction carries a change capture: what it changed and the request context
+(transaction tag). Just before it commits, the change stream writer turns the capture into
+change records in the same transaction. A transaction is excluded from the change stream
+unless it changes an object of a bucket with eventing (`eventing`, a cached lookup).
 """
 
 from __future__ import annotations
 
 import random
 import time
-from collections.abc import Callable, Iterator
+import uuid
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
@@ -16,7 +22,15 @@ import sqlalchemy as sa
 from sqlalchemy import event, exc
 from sqlalchemy.engine import Connection, Engine
 
-from ripple.metabase.errors import ConflictRetry
+from ripple.changestream.capture import Capture, TransactionTag, attach, detach
+from ripple.changestream.values import datetime_ns
+from ripple.changestream.writer import ChangeStreamWriter
+from ripple.metabase.errors import ConflictRetry, InvalidArgument
+from ripple.metabase.schema import objects
+
+# Is eventing enabled for this bucket (project id, bucket name)? Called for every row a
+# write changes, so it must answer from memory.
+Eventing = Callable[[uuid.UUID, str], bool]
 
 T = TypeVar("T")
 
@@ -88,7 +102,7 @@ def _is_write_conflict(error: exc.DBAPIError) -> bool:
 class Metabase:
     """A connection pool to the metabase, and the clock its rules are judged by."""
 
-    def __init__(self, url: str, *, echo: bool = False) -> None:
+    def __init__(self, url: str, *, echo: bool = False, eventing: Eventing | None = None) -> None:
         self.url = normalize_url(url)
         if self.url.get_backend_name() == "sqlite":
             self.engine = _sqlite_engine(self.url)
@@ -96,6 +110,16 @@ class Metabase:
             self.engine = _postgres_engine(self.url, echo)
         self._writer = self.engine.execution_options(**{_WRITE_OPTION: True})
         self.clock: Callable[[], datetime] = lambda: datetime.now(UTC)
+        self.eventing: Eventing = eventing or (lambda _project, _bucket: False)
+        self.changestreams = ChangeStreamWriter(
+            {"objects": objects}, {"objects": ("project_id", "bucket_name")}, self._in_scope
+        )
+
+    def _in_scope(self, table: str, row: Mapping[str, object]) -> bool:
+        project_id, bucket_name = row["project_id"], row["bucket_name"]
+        assert isinstance(project_id, uuid.UUID)
+        assert isinstance(bucket_name, str)
+        return self.eventing(project_id, bucket_name)
 
     @property
     def dialect(self) -> str:
@@ -106,25 +130,54 @@ class Metabase:
         return self.clock()
 
     @contextmanager
-    def read(self) -> Iterator[Connection]:
-        """A read-only transaction."""
+    def read(self, *, exclude_txn_from_change_streams: bool = False) -> Iterator[Connection]:
+        """A read-only transaction. It writes nothing, so it cannot be excluded from change
+        streams: asking to is an error, as in Spanner."""
+        if exclude_txn_from_change_streams:
+            raise InvalidArgument(
+                "exclude_txn_from_change_streams is a write transaction option; "
+                "a read-only transaction must not set it"
+            )
         with self.engine.connect() as conn, conn.begin():
             yield conn
 
     @contextmanager
-    def write(self) -> Iterator[Connection]:
-        """A write transaction: committed when the block ends, rolled back on an exception."""
-        with self._writer.connect() as conn, conn.begin():
-            yield conn
+    def write(
+        self,
+        tag: TransactionTag | None = None,
+        *,
+        system: bool = False,
+        exclude_txn_from_change_streams: bool = False,
+    ) -> Iterator[Connection]:
+        """A write transaction: committed when the block ends, rolled back on an exception.
 
-    def run_write(self, fn: Callable[[Connection], T]) -> T:
+        Its changes go to the change streams (unless excluded) with `tag`; `system` marks
+        a transaction ripple itself runs (TTL deletes)."""
+        capture = Capture(
+            tag, system=system, exclude_txn_from_change_streams=exclude_txn_from_change_streams
+        )
+        with self._writer.connect() as conn, conn.begin():
+            attach(conn, capture)
+            try:
+                yield conn
+                self.changestreams.flush(conn, capture, datetime_ns(self.now()))
+            finally:
+                detach(conn)
+
+    def run_write(
+        self,
+        fn: Callable[[Connection], T],
+        tag: TransactionTag | None = None,
+        *,
+        system: bool = False,
+    ) -> T:
         """Run `fn` in a write transaction, again from the start if a concurrent writer won.
 
         `fn` must compute everything it writes from what it reads inside the transaction.
         """
         for attempt in range(_MAX_ATTEMPTS):
             try:
-                with self.write() as conn:
+                with self.write(tag, system=system) as conn:
                     return fn(conn)
             except exc.DBAPIError as e:
                 if not _is_write_conflict(e):

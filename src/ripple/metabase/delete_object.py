@@ -16,14 +16,13 @@ import sqlalchemy as sa
 from ripple.metabase.db import Metabase
 from ripple.metabase.objectlock import bypass_allowed
 from ripple.metabase.rows import (
+    insert_rows,
     key_bytes,
     new_stream_id,
     next_version,
-    object_values,
     remove_null_version,
     start_key_write,
 )
-from ripple.metabase.schema import objects
 from ripple.metabase.types import Bucket, Object, ObjectLocation, Status, Versioning
 
 
@@ -50,7 +49,7 @@ def delete_object(
         marker = None
         if bucket.versioning is not Versioning.UNVERSIONED:
             marker = delete_marker(bucket, loc, next_version(conn, loc), now)
-            conn.execute(sa.insert(objects).values(object_values(marker)))
+            insert_rows(conn, [marker])
         return DeleteResult(removed, marker)
 
     return db.run_write(tx)

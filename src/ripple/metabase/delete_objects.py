@@ -26,11 +26,12 @@ from ripple.metabase.rows import (
     at_bucket,
     delete_rows,
     get_bucket,
+    insert_rows,
     key_bytes,
     key_in,
     key_version_in,
     lock_keys,
-    object_values,
+    note_bucket,
     select_rows,
 )
 from ripple.metabase.schema import objects
@@ -108,6 +109,7 @@ def delete_objects(
 
     def tx(conn: sa.Connection) -> DeleteObjectsResult:
         bucket = get_bucket(conn, loc, lock="share")
+        note_bucket(conn, bucket)
         lock_keys(conn, loc, [i.raw_key for i in valid])
         view = _View(
             bucket,
@@ -124,8 +126,7 @@ def delete_objects(
                 item_errors.append(DeleteObjectsError(item.key, item.version_id, e.code, e.message))
         removed, inserted = view.changes()
         delete_rows(conn, removed)
-        if inserted:
-            conn.execute(sa.insert(objects).values([object_values(o) for o in inserted]))
+        insert_rows(conn, inserted)
         return DeleteObjectsResult([] if quiet else deleted, item_errors, removed)
 
     return db.run_write(tx)

@@ -9,7 +9,8 @@ import sqlalchemy as sa
 
 from ripple.metabase.db import Metabase
 from ripple.metabase.get_object import resolve_object
-from ripple.metabase.retention import lockable_version, update_version
+from ripple.metabase.retention import lockable_version
+from ripple.metabase.rows import update_row
 from ripple.metabase.types import Object, ObjectLocation
 
 
@@ -18,7 +19,7 @@ def put_object_legal_hold(
 ) -> Object:
     def tx(conn: sa.Connection) -> Object:
         _, obj = lockable_version(conn, loc, version_id, "legal hold", write=True)
-        update_version(conn, obj, legal_hold=on)
+        update_row(conn, obj, legal_hold=on)
         return resolve_object(conn, loc, obj.version_id)
 
     return db.run_write(tx)

@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import os
+from collections.abc import Sequence
+from pathlib import Path
+
 from alembic import command
 from alembic.config import Config
 from alembic.runtime.migration import MigrationContext
@@ -10,20 +14,28 @@ from alembic.script import ScriptDirectory
 from ripple.metabase.db import Metabase
 
 _SCRIPTS = "ripple.metabase:migrations"
+_VERSIONS = Path(__file__).parent / "migrations" / "versions"
 
 
-def _config() -> Config:
+def _config(extra_versions: Sequence[str | Path] = ()) -> Config:
     config = Config()
     config.set_main_option("script_location", _SCRIPTS)
+    if extra_versions:  # more revision directories, e.g. a test's later migration steps
+        config.set_main_option("path_separator", "os")
+        locations = [str(_VERSIONS), *(str(p) for p in extra_versions)]
+        config.set_main_option("version_locations", os.pathsep.join(locations))
     return config
 
 
-def upgrade(db: Metabase, revision: str = "head") -> None:
+def upgrade(
+    db: Metabase, revision: str = "head", *, extra_versions: Sequence[str | Path] = ()
+) -> None:
     """Bring the schema to `revision` (default: the newest)."""
-    config = _config()
+    config = _config(extra_versions)
     with db.write() as conn:
         config.attributes["connection"] = conn
         command.upgrade(config, revision)
+    db.changestreams.reload()  # the migration may have changed a change stream
 
 
 def current_revision(db: Metabase) -> str | None:

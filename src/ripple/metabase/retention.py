@@ -12,8 +12,7 @@ from ripple.metabase.db import Metabase
 from ripple.metabase.errors import MethodNotAllowed, ObjectLockNotEnabled
 from ripple.metabase.get_object import resolve_object
 from ripple.metabase.objectlock import bypass_allowed, check_retention_change
-from ripple.metabase.rows import at_key, get_bucket, start_key_write
-from ripple.metabase.schema import objects
+from ripple.metabase.rows import get_bucket, start_key_write, update_row
 from ripple.metabase.types import Bucket, Object, ObjectLocation, Retention
 
 
@@ -33,18 +32,6 @@ def lockable_version(
     return bucket, obj
 
 
-def update_version(conn: sa.Connection, obj: Object, **values: object) -> None:
-    conn.execute(
-        sa.update(objects)
-        .where(
-            at_key(obj.location),
-            objects.c.version == obj.version,
-            objects.c.stream_id == obj.stream_id,
-        )
-        .values(**values)
-    )
-
-
 def put_object_retention(
     db: Metabase,
     loc: ObjectLocation,
@@ -60,7 +47,7 @@ def put_object_retention(
     def tx(conn: sa.Connection) -> Object:
         _, obj = lockable_version(conn, loc, version_id, "retention", write=True)
         check_retention_change(obj.retention, retention, db.now(), bypass=bypass)
-        update_version(
+        update_row(
             conn,
             obj,
             retention_mode=None if retention is None else int(retention.mode),

@@ -15,6 +15,7 @@ import sqlalchemy as sa
 from sqlalchemy.dialects import postgresql
 from sqlalchemy.engine import Connection, Row
 
+from ripple.changestream.capture import capture_of
 from ripple.metabase.errors import BucketNotFound, InvalidArgument
 from ripple.metabase.objectlock import check_deletable
 from ripple.metabase.schema import buckets, objects
@@ -145,8 +146,15 @@ def start_key_write(conn: Connection, loc: ObjectLocation) -> Bucket:
     """What every writer of one key does first, always in this order: hold the bucket's
     configuration, then the key (`lock_key`). Returns the bucket."""
     bucket = get_bucket(conn, loc.bucket, lock="share")
+    note_bucket(conn, bucket)
     lock_key(conn, loc)
     return bucket
+
+
+def note_bucket(conn: Connection, bucket: Bucket) -> None:
+    """Tell the transaction's change records the versioning of a bucket it writes to."""
+    state = {Versioning.ENABLED: "Enabled", Versioning.SUSPENDED: "Suspended"}
+    capture_of(conn).note_bucket(bucket.name, state.get(bucket.versioning))
 
 
 def select_rows(
@@ -214,8 +222,41 @@ def next_version(conn: Connection, loc: ObjectLocation) -> int:
     return int(top or 0) + 1
 
 
+def _mod_row(obj: Object) -> tuple[dict[str, Any], tuple[Any, ...]]:
+    """A row as its change record sees it (no inline data), and its primary key."""
+    values = object_values(obj)
+    del values["inline_data"]
+    key = (obj.project_id, obj.bucket_name, values["object_key"], obj.version)
+    return values, key
+
+
+def insert_rows(conn: Connection, rows: Sequence[Object]) -> None:
+    """Insert the given rows in one statement, and record them in the change stream."""
+    if not rows:
+        return
+    conn.execute(sa.insert(objects).values([object_values(r) for r in rows]))
+    capture = capture_of(conn)
+    for row in rows:
+        capture.insert("objects", *_mod_row(row))
+
+
+def update_row(conn: Connection, obj: Object, **values: Any) -> None:
+    """Change columns of one row in place (lock settings; never a commit, which inserts)."""
+    conn.execute(
+        sa.update(objects)
+        .where(
+            at_key(obj.location),
+            objects.c.version == obj.version,
+            objects.c.stream_id == obj.stream_id,
+        )
+        .values(**values)
+    )
+    old, key = _mod_row(obj)
+    capture_of(conn).update("objects", old, {**old, **values}, key)
+
+
 def delete_rows(conn: Connection, rows: Sequence[Object]) -> None:
-    """Delete the given rows of one bucket in one statement."""
+    """Delete the given rows of one bucket in one statement, and record them."""
     if not rows:
         return
     first = rows[0]
@@ -230,6 +271,9 @@ def delete_rows(conn: Connection, rows: Sequence[Object]) -> None:
             ),
         )
     )
+    capture = capture_of(conn)
+    for row in rows:
+        capture.delete("objects", *_mod_row(row))
 
 
 def key_version_in(

@@ -63,7 +63,8 @@ objects = sa.Table(
     metadata,
     sa.Column("project_id", sa.Uuid, primary_key=True),
     sa.Column("bucket_name", sa.String(63), primary_key=True),
-    sa.Column("object_key", sa.LargeBinary, primary_key=True),
+    # UTF-8 bytes; change records carry them as the strings they are
+    sa.Column("object_key", sa.LargeBinary, primary_key=True, info={"changestream_type": "STRING"}),
     sa.Column("version", sa.BigInteger, primary_key=True, autoincrement=False),
     sa.Column("stream_id", sa.Uuid, nullable=False),  # addresses the object's data
     sa.Column("status", sa.SmallInteger, nullable=False),
@@ -95,3 +96,14 @@ sa.Index(
     postgresql_where=objects.c.status.in_([3, 6]),
     sqlite_where=objects.c.status.in_([3, 6]),
 )
+
+
+def all_metadata() -> sa.MetaData:
+    """Every table the migrations create: the metabase's and the change stream's."""
+    from ripple.changestream.schema import metadata as changestream_metadata
+
+    merged = sa.MetaData()
+    for source in (metadata, changestream_metadata):
+        for table in source.tables.values():
+            table.to_metadata(merged)
+    return merged

@@ -13,16 +13,15 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 
-import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
+from ripple.changestream.capture import capture_of
 from ripple.metabase.objectlock import (
     check_lock_allowed,
     check_retention_change,
     default_retention,
 )
-from ripple.metabase.rows import next_version, object_values, remove_null_version
-from ripple.metabase.schema import objects
+from ripple.metabase.rows import insert_rows, next_version, remove_null_version
 from ripple.metabase.types import Bucket, Object, Retention, Status, Versioning
 
 
@@ -58,5 +57,6 @@ def store_committed(
         created_at=now,
         retention=retention,
     )
-    conn.execute(sa.insert(objects).values(object_values(committed)))
+    insert_rows(conn, [committed])
+    capture_of(conn).default_etag(committed.etag)
     return CommitResult(committed, removed)

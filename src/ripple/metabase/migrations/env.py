@@ -5,7 +5,7 @@ from __future__ import annotations
 from alembic import context
 from sqlalchemy.engine import Connection
 
-from ripple.metabase.schema import metadata
+from ripple.metabase.schema import all_metadata
 
 connection = context.config.attributes.get("connection")
 if not isinstance(connection, Connection):
@@ -13,7 +13,7 @@ if not isinstance(connection, Connection):
 
 context.configure(
     connection=connection,
-    target_metadata=metadata,
+    target_metadata=all_metadata(),
     render_as_batch=connection.dialect.name == "sqlite",
     compare_type=True,
 )

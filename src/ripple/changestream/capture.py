@@ -1,0 +1,137 @@
+"""What a write transaction changed, collected as it happens, and the request context
+(the transaction tag) that travels with it into its change records.
+
+The metabase attaches a `Capture` to every write transaction and reports each row it
+inserts, deletes or updates; `ChangeStreamWriter.flush` turns the capture into records just
+before the transaction commits.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Hashable, Mapping
+from dataclasses import asdict, dataclass, replace
+from typing import Any
+
+from sqlalchemy.engine import Connection
+
+from ripple.changestream.definition import ModType
+
+OPERATIONS = (
+    "put",
+    "post",
+    "copy",
+    "complete-multipart-upload",
+    "delete",
+    "delete-objects",
+    "ttl-delete",
+)
+_CAPTURE = "ripple.changestream.capture"
+
+
+@dataclass(frozen=True)
+class TransactionTag:
+    """The request a transaction serves: what events need and a bare row change lacks."""
+
+    operation: str = ""
+    request_id: str = ""
+    host_id: str = ""
+    principal: str = ""
+    source_ip: str = ""
+    etag: str = ""
+
+    def __post_init__(self) -> None:
+        if self.operation and self.operation not in OPERATIONS:
+            raise ValueError(
+                f"unknown operation {self.operation!r} in transaction tag "
+                f"(one of {', '.join(OPERATIONS)})"
+            )
+
+    def defaults(self, **values: str) -> TransactionTag:
+        """This tag, with `values` filling the members it leaves empty."""
+        return replace(self, **{k: v for k, v in values.items() if not getattr(self, k)})
+
+
+@dataclass(frozen=True)
+class Mod:
+    mod_type: ModType
+    table: str
+    old: Mapping[str, Any] | None  # the row before (DELETE, UPDATE)
+    new: Mapping[str, Any] | None  # the row after (INSERT, UPDATE)
+
+    @property
+    def row(self) -> Mapping[str, Any]:
+        row = self.new if self.new is not None else self.old
+        assert row is not None
+        return row
+
+
+class Capture:
+    """The changes of one write transaction, in the order it made them."""
+
+    def __init__(
+        self,
+        tag: TransactionTag | None = None,
+        *,
+        system: bool = False,
+        exclude_txn_from_change_streams: bool = False,
+    ) -> None:
+        self.tag = tag or TransactionTag()
+        self.system = system
+        self.excluded = exclude_txn_from_change_streams
+        self.mods: list[Mod] = []
+        self.bucket_versioning: dict[str, str] = {}
+        self._inserted: set[tuple[str, Hashable]] = set()
+
+    def insert(self, table: str, row: Mapping[str, Any], key: Hashable) -> None:
+        self.mods.append(Mod(ModType.INSERT, table, None, row))
+        self._inserted.add((table, key))
+
+    def delete(self, table: str, row: Mapping[str, Any], key: Hashable) -> None:
+        self._check_not_inserted(table, key)
+        self.mods.append(Mod(ModType.DELETE, table, row, None))
+
+    def update(
+        self, table: str, old: Mapping[str, Any], new: Mapping[str, Any], key: Hashable
+    ) -> None:
+        self._check_not_inserted(table, key)
+        self.mods.append(Mod(ModType.UPDATE, table, old, new))
+
+    def _check_not_inserted(self, table: str, key: Hashable) -> None:
+        # Records put a transaction's DELETEs and UPDATEs before its INSERTs; a row changed
+        # after this transaction inserted it would be replayed in the wrong order.
+        if (table, key) in self._inserted:
+            raise RuntimeError(f"row {key!r} of {table} changed after this transaction inserted it")
+
+    def default_etag(self, etag: str) -> None:
+        """The ETag of the object the transaction wrote, unless the request named one."""
+        self.tag = self.tag.defaults(etag=etag)
+
+    def note_bucket(self, bucket: str, versioning: str | None) -> None:
+        """The versioning state (`Enabled`, `Suspended`; None: off) of a bucket it changes."""
+        if versioning:
+            self.bucket_versioning[bucket] = versioning
+
+    def tag_json(self) -> str:
+        members: dict[str, Any] = {k: v for k, v in asdict(self.tag).items() if v}
+        if self.bucket_versioning:
+            members["bucket_versioning"] = dict(sorted(self.bucket_versioning.items()))
+        return json.dumps(members, separators=(",", ":")) if members else ""
+
+
+def attach(conn: Connection, capture: Capture) -> None:
+    conn.info[_CAPTURE] = capture
+
+
+def detach(conn: Connection) -> Capture | None:
+    capture = conn.info.pop(_CAPTURE, None)
+    assert capture is None or isinstance(capture, Capture)
+    return capture
+
+
+def capture_of(conn: Connection) -> Capture:
+    """The capture of the write transaction `conn` is in; writes outside one are a bug."""
+    capture = conn.info.get(_CAPTURE)
+    if not isinstance(capture, Capture):
+        raise RuntimeError("object rows are written only inside Metabase.write()")
+    return capture

@@ -1,0 +1,222 @@
+"""Writing change records inside the transaction whose changes they record.
+
+`flush` runs just before COMMIT. For every stream over a changed table it keeps the mods
+the stream's options and the transaction's exclusion let through, groups them into one
+record per partition per mod type (DELETE, UPDATE, INSERT, in that order, which is the
+order the metabase makes them per key), and inserts the records.
+
+Positions and commit timestamps are taken as the transaction commits, under the lock of its
+partition's row in `change_partitions`: positions are dense and follow commit order, so a
+reader never has to guess whether a gap will still be filled, and commit timestamps strictly
+increase within a partition. On PostgreSQL a deferred constraint trigger does this inside
+COMMIT, so the lock is held for the commit itself and no round trip to the client; on
+SQLite, where writers already queue on `BEGIN IMMEDIATE`, the writer does it directly.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import uuid
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy.engine import Connection
+
+from ripple.changestream.capture import Capture, Mod
+from ripple.changestream.definition import ModType, StreamDefinition, StreamOptions
+from ripple.changestream.schema import change_partitions, change_records, change_streams
+from ripple.changestream.values import encode, type_code
+
+# Decides, from a changed row's key columns, whether a stream that allows transaction
+# exclusion records the change (for `objects`: is eventing enabled for its bucket?).
+Scope = Callable[[str, Mapping[str, Any]], bool]
+
+_MOD_ORDER = (ModType.DELETE, ModType.UPDATE, ModType.INSERT)
+
+
+def partition_of(values: Sequence[Any], partitions: int) -> int:
+    """The partition of a row: a stable hash of its partition columns."""
+    raw = "\0".join(str(v) for v in values).encode()
+    return int.from_bytes(hashlib.blake2b(raw, digest_size=8).digest(), "big") % partitions
+
+
+def load_definitions(conn: Connection) -> list[StreamDefinition]:
+    """The newest version of every change stream."""
+    newest = (
+        sa.select(change_streams.c.name, sa.func.max(change_streams.c.version).label("v"))
+        .group_by(change_streams.c.name)
+        .subquery()
+    )
+    query = sa.select(change_streams).join(
+        newest,
+        sa.and_(change_streams.c.name == newest.c.name, change_streams.c.version == newest.c.v),
+    )
+    return [
+        StreamDefinition(
+            name=row.name,
+            table=row.table_name,
+            columns=tuple(row.columns),
+            options=StreamOptions.from_json(row.options),
+            partitions=row.partitions,
+            version=row.version,
+        )
+        for row in conn.execute(query)
+    ]
+
+
+class ChangeStreamWriter:
+    """Turns each write transaction's capture into change records, before it commits."""
+
+    def __init__(
+        self,
+        tables: Mapping[str, sa.Table],
+        partition_columns: Mapping[str, tuple[str, ...]],
+        scope: Scope,
+    ) -> None:
+        self.tables = dict(tables)
+        self.partition_columns = dict(partition_columns)
+        self.scope = scope
+        self._definitions: list[StreamDefinition] | None = None
+
+    def reload(self) -> None:
+        """Forget the cached definitions (after a migration changed them)."""
+        self._definitions = None
+
+    def definitions(self, conn: Connection) -> list[StreamDefinition]:
+        if self._definitions is None:
+            if not sa.inspect(conn).has_table(change_streams.name):
+                return []  # not yet migrated: nothing to record into
+            self._definitions = load_definitions(conn)
+        return self._definitions
+
+    def flush(self, conn: Connection, capture: Capture, now_ns: int) -> int:
+        """Insert the records of `capture` for every stream; returns how many."""
+        if not capture.mods:
+            return 0
+        rows: list[dict[str, Any]] = []
+        for stream in self.definitions(conn):
+            mods = [m for m in capture.mods if self._records(stream, capture, m)]
+            if mods:
+                rows.extend(self._record_rows(stream, capture, mods, now_ns))
+        if not rows:
+            return 0
+        if conn.dialect.name != "postgresql":
+            _take_positions(conn, rows)
+        conn.execute(sa.insert(change_records), rows)
+        return len(rows)
+
+    def _records(self, stream: StreamDefinition, capture: Capture, mod: Mod) -> bool:
+        options = stream.options
+        if mod.table != stream.table or options.excludes(mod.mod_type):
+            return False
+        if capture.system and options.exclude_ttl_deletes:
+            return False
+        return not (
+            options.allow_txn_exclusion and (capture.excluded or not self.scope(mod.table, mod.row))
+        )
+
+    def _record_rows(
+        self, stream: StreamDefinition, capture: Capture, mods: list[Mod], now_ns: int
+    ) -> list[dict[str, Any]]:
+        table = self.tables[stream.table]
+        keys = [c.name for c in table.primary_key.columns]
+        codes = {c.name: type_code(c) for c in table.columns}
+        by_partition: dict[int, dict[ModType, list[dict[str, Any]]]] = {}
+        for mod in mods:
+            entry = _mod_json(stream, mod, keys, codes)
+            if entry is None:
+                continue
+            part = partition_of(
+                [mod.row[c] for c in self.partition_columns[stream.table]], stream.partitions
+            )
+            by_partition.setdefault(part, {}).setdefault(mod.mod_type, []).append(entry)
+        groups = [
+            (part, mod_type, by_partition[part][mod_type])
+            for part in sorted(by_partition)
+            for mod_type in _MOD_ORDER
+            if mod_type in by_partition[part]
+        ]
+        transaction_id = uuid.uuid4().hex
+        tag = capture.tag_json()
+        rows = []
+        for sequence, (part, mod_type, entries) in enumerate(groups):
+            last_in_partition = sequence + 1 == len(groups) or groups[sequence + 1][0] != part
+            rows.append(
+                {
+                    "stream_name": stream.name,
+                    "stream_version": stream.version,
+                    "partition": part,
+                    "position": None,
+                    "commit_ns": now_ns,
+                    "transaction_id": transaction_id,
+                    "record_sequence": sequence,
+                    "is_last_in_partition": last_in_partition,
+                    "records_in_transaction": len(groups),
+                    "partitions_in_transaction": len(by_partition),
+                    "mod_type": int(mod_type),
+                    "mods": json.dumps(entries, separators=(",", ":")),
+                    "transaction_tag": tag,
+                    "is_system_transaction": capture.system,
+                }
+            )
+        return rows
+
+
+def _mod_json(
+    stream: StreamDefinition, mod: Mod, keys: list[str], codes: Mapping[str, str]
+) -> dict[str, Any] | None:
+    """One entry of a record's `mods`, per the stream's value capture type; None for an
+    UPDATE that changed no watched column (Spanner records none)."""
+    capture_type = stream.options.value_capture_type
+    watched = stream.columns
+
+    def values(row: Mapping[str, Any] | None, columns: Sequence[str]) -> dict[str, Any]:
+        if row is None:
+            return {}
+        return {c: encode(codes[c], row[c]) for c in columns}
+
+    entry_keys = {k: encode(codes[k], mod.row[k]) for k in keys}
+    if mod.mod_type is ModType.INSERT:
+        new, old = values(mod.new, watched), {}
+    elif mod.mod_type is ModType.DELETE:
+        new, old = {}, values(mod.old, watched) if capture_type.old_values else {}
+    else:
+        assert mod.old is not None
+        assert mod.new is not None
+        changed = [c for c in watched if mod.old[c] != mod.new[c]]
+        if not changed:
+            return None
+        new = values(mod.new, watched if capture_type.new_row else changed)
+        old = values(mod.old, changed) if capture_type.old_values else {}
+    return {"keys": entry_keys, "new_values": new, "old_values": old}
+
+
+def _take_positions(conn: Connection, rows: list[dict[str, Any]]) -> None:
+    """SQLite: what the PostgreSQL trigger does at COMMIT, done in the transaction itself
+    (it already holds the database's one write lock)."""
+    counts: dict[tuple[str, int], int] = {}
+    for row in rows:
+        counts[(row["stream_name"], row["partition"])] = (
+            counts.get((row["stream_name"], row["partition"]), 0) + 1
+        )
+    taken: dict[tuple[str, int], tuple[int, int]] = {}
+    now_ns = rows[0]["commit_ns"]
+    for (stream, part), count in counts.items():
+        p = change_partitions.c
+        result = conn.execute(
+            sa.update(change_partitions)
+            .where(p.stream_name == stream, p.partition == part)
+            .values(
+                next_position=p.next_position + count,
+                last_commit_ns=sa.func.max(p.last_commit_ns + 1, now_ns),
+            )
+            .returning(p.next_position, p.last_commit_ns)
+        ).one()
+        taken[(stream, part)] = (result.next_position - count + 1, result.last_commit_ns)
+    for row in rows:
+        first, commit_ns = taken[(row["stream_name"], row["partition"])]
+        row["position"] = first
+        row["commit_ns"] = commit_ns
+        taken[(row["stream_name"], row["partition"])] = (first + 1, commit_ns)
