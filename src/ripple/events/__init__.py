@@ -1,0 +1,62 @@
+"""Change records → event records: S3 event messages (2.1), names, sequencers, key encoding.
+
+Pure functions, no I/O; imports nothing from the other ripple packages. The pipeline feeds
+`s3_events` the data change records of one transaction and routes the `EventRecord`s it
+returns. See docs/events.md for the message and its fields.
+"""
+
+from __future__ import annotations
+
+from ripple.events.keys import decode_key, encode_key
+from ripple.events.names import (
+    ALL_EVENT_NAMES,
+    OBJECT_CREATED_COMPLETE_MULTIPART_UPLOAD,
+    OBJECT_CREATED_COPY,
+    OBJECT_CREATED_POST,
+    OBJECT_CREATED_PUT,
+    OBJECT_REMOVED_DELETE,
+    OBJECT_REMOVED_DELETE_MARKER_CREATED,
+    event_name,
+    is_created,
+    matches,
+)
+from ripple.events.s3 import (
+    DEFAULT_SETTINGS,
+    NULL_VERSION_ID,
+    EventRecord,
+    EventSettings,
+    message,
+    s3_events,
+    to_json,
+    version_id,
+)
+from ripple.events.sequencer import event_time, sequencer, timestamp_ns
+from ripple.events.tag import TransactionTag, parse_transaction_tag
+
+__all__ = [
+    "ALL_EVENT_NAMES",
+    "DEFAULT_SETTINGS",
+    "NULL_VERSION_ID",
+    "OBJECT_CREATED_COMPLETE_MULTIPART_UPLOAD",
+    "OBJECT_CREATED_COPY",
+    "OBJECT_CREATED_POST",
+    "OBJECT_CREATED_PUT",
+    "OBJECT_REMOVED_DELETE",
+    "OBJECT_REMOVED_DELETE_MARKER_CREATED",
+    "EventRecord",
+    "EventSettings",
+    "TransactionTag",
+    "decode_key",
+    "encode_key",
+    "event_name",
+    "event_time",
+    "is_created",
+    "matches",
+    "message",
+    "parse_transaction_tag",
+    "s3_events",
+    "sequencer",
+    "timestamp_ns",
+    "to_json",
+    "version_id",
+]

@@ -1,0 +1,249 @@
+"""Data change records of one transaction → S3 event messages (event structure version 2.1).
+
+`s3_events` takes the change records of one transaction of the `bucket_eventing` stream
+(docs/changestream.md) and returns one `EventRecord` per S3 event, in the transaction's
+order; `message` and `to_json` wrap event records into the `{"Records": [...]}` message.
+The field-by-field mapping is DESIGN.md's "Change record → S3 event message (2.1)" and
+docs/events.md. Pure: no I/O, and the bucket owner comes from the caller (`owners`).
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Final
+
+from ripple.events.keys import encode_key
+from ripple.events.names import (
+    COMMITTED_STATUSES,
+    STATUS_COMMITTED_VERSIONED,
+    STATUS_DELETE_MARKER_VERSIONED,
+    event_name,
+    is_created,
+)
+from ripple.events.sequencer import event_time, sequencer, timestamp_ns
+from ripple.events.tag import TransactionTag, parse_transaction_tag
+
+__all__ = [
+    "DEFAULT_SETTINGS",
+    "NULL_VERSION_ID",
+    "EventRecord",
+    "EventSettings",
+    "message",
+    "s3_events",
+    "to_json",
+    "version_id",
+]
+
+NULL_VERSION_ID: Final = "null"
+EVENT_VERSION: Final = "2.1"
+S3_SCHEMA_VERSION: Final = "1.0"
+_TABLE: Final = "objects"
+_VERSIONED_STATUSES: Final = frozenset({STATUS_COMMITTED_VERSIONED, STATUS_DELETE_MARKER_VERSIONED})
+
+
+@dataclass(frozen=True)
+class EventSettings:
+    """What an event message says that no change record does."""
+
+    event_source: str = "ripple:s3"
+    region: str = ""
+    arn_partition: str = "aws"  # bucket ARN arn:<partition>:s3:::<bucket>
+    configuration_id: str = "ObjectEvents"
+
+
+DEFAULT_SETTINGS: Final = EventSettings()
+
+
+@dataclass(frozen=True)
+class EventRecord:
+    """One S3 event and what routing needs to know about it without reading the message."""
+
+    project_id: str  # private project id (routing key), from the mod keys
+    bucket: str
+    key: str  # the raw (unencoded) key
+    event_name: str  # e.g. "ObjectCreated:Put"
+    sequencer: str
+    message: dict[str, Any]  # the single S3 event record (an element of "Records")
+
+
+def version_id(version: int, stream_id: str) -> str:
+    """The S3 version ID of a versioned row: 32 hex digits, version then half the stream id.
+
+    The same as `ripple.metabase.types.encode_version_id`, which this package must not
+    import; a test checks that the two agree.
+    """
+    return version.to_bytes(8, "big", signed=True).hex() + uuid.UUID(stream_id).bytes[:8].hex()
+
+
+def s3_events(
+    records: Sequence[Mapping[str, Any]],
+    *,
+    owners: Mapping[str, str] | Callable[[str], str],
+    settings: EventSettings = DEFAULT_SETTINGS,
+) -> list[EventRecord]:
+    """The S3 events of one transaction's data change records, in the transaction's order.
+
+    `records` may come from several partitions, in any order: they are ordered by
+    `record_sequence`, then the mods of a record keep their order. `owners` gives the public
+    id of a private project id (the bucket owner); a mapping without the project is a
+    KeyError. Records of other tables, heartbeats and UPDATE records make no events.
+    """
+    ordered = sorted((r for r in records if "heartbeat_record" not in r), key=_record_sequence)
+    transactions = {r["server_transaction_id"] for r in ordered if "server_transaction_id" in r}
+    if len(transactions) > 1:
+        raise ValueError(
+            "s3_events takes the records of one transaction, got transactions "
+            + ", ".join(sorted(map(str, transactions)))
+        )
+    replaced = _replaced_locations(ordered)
+    owner_of = _owner_lookup(owners)
+    tags: dict[str, TransactionTag] = {}
+    events: list[EventRecord] = []
+    for record in ordered:
+        mod_type = record.get("mod_type")
+        if record.get("table_name", _TABLE) != _TABLE or mod_type not in ("INSERT", "DELETE"):
+            continue
+        raw_tag = record.get("transaction_tag") or ""
+        tag = tags.get(raw_tag)
+        if tag is None:
+            tag = tags[raw_tag] = parse_transaction_tag(raw_tag)
+        commit_ns = timestamp_ns(record["commit_timestamp"])
+        for mod in record.get("mods") or ():
+            keys = mod["keys"]
+            values = mod.get("new_values" if mod_type == "INSERT" else "old_values") or {}
+            status = _optional_int(values.get("status"))
+            name = event_name(mod_type, status, tag.operation)
+            if name is None:
+                continue
+            project_id = str(keys["project_id"])
+            bucket = str(keys["bucket_name"])
+            key = str(keys["object_key"])
+            if mod_type == "DELETE" and (project_id, bucket, key) in replaced:
+                continue  # an overwrite: S3 reports only the new object or delete marker
+            seq = sequencer(commit_ns, len(events))
+            obj: dict[str, Any] = {"key": encode_key(key)}
+            if is_created(name):
+                size = _optional_int(values.get("total_plain_size"))
+                if size is not None:
+                    obj["size"] = size
+                if tag.etag:
+                    obj["eTag"] = tag.etag.strip('"')
+            vid = _version_id(status, keys, values, bucket, tag)
+            if vid is not None:
+                obj["versionId"] = vid
+            obj["sequencer"] = seq
+            body = _message(settings, commit_ns, name, tag, bucket, owner_of(project_id), obj)
+            events.append(EventRecord(project_id, bucket, key, name, seq, body))
+    return events
+
+
+def message(events: Sequence[EventRecord]) -> dict[str, Any]:
+    """The S3 event message of some event records: `{"Records": [...]}`."""
+    return {"Records": [e.message for e in events]}
+
+
+def to_json(events: Sequence[EventRecord]) -> bytes:
+    """The S3 event message of some event records as compact UTF-8 JSON."""
+    return json.dumps(message(events), separators=(",", ":"), ensure_ascii=False).encode()
+
+
+def _message(
+    settings: EventSettings,
+    commit_ns: int,
+    name: str,
+    tag: TransactionTag,
+    bucket: str,
+    owner: str,
+    obj: dict[str, Any],
+) -> dict[str, Any]:
+    return {
+        "eventVersion": EVENT_VERSION,
+        "eventSource": settings.event_source,
+        "awsRegion": settings.region,
+        "eventTime": event_time(commit_ns),
+        "eventName": name,
+        "userIdentity": {"principalId": tag.principal or ""},
+        "requestParameters": {"sourceIPAddress": tag.source_ip or ""},
+        "responseElements": {
+            "x-amz-request-id": tag.request_id or "",
+            "x-amz-id-2": tag.host_id or "",
+        },
+        "s3": {
+            "s3SchemaVersion": S3_SCHEMA_VERSION,
+            "configurationId": settings.configuration_id,
+            "bucket": {
+                "name": bucket,
+                "ownerIdentity": {"principalId": owner},
+                "arn": f"arn:{settings.arn_partition}:s3:::{bucket}",
+            },
+            "object": obj,
+        },
+    }
+
+
+def _version_id(
+    status: int | None,
+    keys: Mapping[str, Any],
+    values: Mapping[str, Any],
+    bucket: str,
+    tag: TransactionTag,
+) -> str | None:
+    """The event's versionId, or None to leave it out (see docs/events.md)."""
+    if status in _VERSIONED_STATUSES:
+        stream_id = values.get("stream_id")
+        if not stream_id:
+            return None  # written before the stream watched stream_id
+        return version_id(int(keys["version"]), str(stream_id))
+    if status is not None and tag.is_versioned(bucket):
+        return NULL_VERSION_ID  # status 3 or 6: the key's null version
+    return None
+
+
+def _replaced_locations(records: Sequence[Mapping[str, Any]]) -> set[tuple[str, str, str]]:
+    """(project, bucket, key) of every committed row the transaction inserts."""
+    found: set[tuple[str, str, str]] = set()
+    for record in records:
+        if record.get("mod_type") != "INSERT" or record.get("table_name", _TABLE) != _TABLE:
+            continue
+        for mod in record.get("mods") or ():
+            status = _optional_int((mod.get("new_values") or {}).get("status"))
+            if status in COMMITTED_STATUSES:
+                keys = mod["keys"]
+                found.add(
+                    (str(keys["project_id"]), str(keys["bucket_name"]), str(keys["object_key"]))
+                )
+    return found
+
+
+def _owner_lookup(owners: Mapping[str, str] | Callable[[str], str]) -> Callable[[str], str]:
+    cache: dict[str, str] = {}
+
+    def owner_of(project_id: str) -> str:
+        owner = cache.get(project_id)
+        if owner is None:
+            if isinstance(owners, Mapping):
+                if project_id not in owners:
+                    raise KeyError(f"no public id for project {project_id} in owners")
+                owner = owners[project_id]
+            else:
+                owner = owners(project_id)
+            cache[project_id] = owner
+        return owner
+
+    return owner_of
+
+
+def _record_sequence(record: Mapping[str, Any]) -> int:
+    return int(record.get("record_sequence") or 0)
+
+
+def _optional_int(value: Any) -> int | None:
+    """An INT64 column value: JSON number or (as Spanner writes INT64) decimal string."""
+    if value is None or value == "":
+        return None
+    if isinstance(value, bool):
+        raise ValueError(f"not an INT64 value: {value!r}")
+    return int(value)

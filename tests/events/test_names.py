@@ -1,0 +1,73 @@
+"""Event names from (mod type, status, operation), and event type patterns."""
+
+from __future__ import annotations
+
+import pytest
+
+from ripple.events import ALL_EVENT_NAMES, event_name, is_created, matches
+
+
+@pytest.mark.parametrize(
+    ("mod_type", "status", "operation", "name"),
+    [
+        ("INSERT", 3, None, "ObjectCreated:Put"),
+        ("INSERT", 4, "put", "ObjectCreated:Put"),
+        ("INSERT", 3, "copy", "ObjectCreated:Copy"),
+        ("INSERT", 4, "complete-multipart-upload", "ObjectCreated:CompleteMultipartUpload"),
+        ("INSERT", 3, "post", "ObjectCreated:Post"),
+        ("INSERT", 3, "something-new", "ObjectCreated:Put"),
+        ("INSERT", 5, None, "ObjectRemoved:DeleteMarkerCreated"),
+        ("INSERT", 6, "delete", "ObjectRemoved:DeleteMarkerCreated"),
+        ("INSERT", 5, "copy", "ObjectRemoved:DeleteMarkerCreated"),  # operation irrelevant
+        ("INSERT", 1, "put", None),
+        ("INSERT", None, "put", None),
+        ("DELETE", 3, None, "ObjectRemoved:Delete"),
+        ("DELETE", 4, "delete", "ObjectRemoved:Delete"),
+        ("DELETE", 5, "delete", "ObjectRemoved:Delete"),
+        ("DELETE", 6, "delete-objects", "ObjectRemoved:Delete"),
+        ("DELETE", 1, "put", None),
+        ("DELETE", None, "put", "ObjectRemoved:Delete"),  # no old values: documented
+        ("UPDATE", 3, "put", None),
+        ("UPDATE", None, None, None),
+        ("DELETE", 2, None, None),  # not a status
+    ],
+)
+def test_event_name(mod_type: str, status: int | None, operation: str | None, name: str) -> None:
+    assert event_name(mod_type, status, operation) == name
+
+
+def test_all_names_are_created_or_removed() -> None:
+    assert len(set(ALL_EVENT_NAMES)) == 6
+    created = [n for n in ALL_EVENT_NAMES if is_created(n)]
+    assert created == [
+        "ObjectCreated:Put",
+        "ObjectCreated:Post",
+        "ObjectCreated:Copy",
+        "ObjectCreated:CompleteMultipartUpload",
+    ]
+    assert is_created("s3:ObjectCreated:Put")
+    assert not is_created("ObjectRemoved:Delete")
+
+
+@pytest.mark.parametrize(
+    ("pattern", "name", "expected"),
+    [
+        ("s3:ObjectCreated:*", "ObjectCreated:Put", True),
+        ("s3:ObjectCreated:*", "ObjectCreated:CompleteMultipartUpload", True),
+        ("s3:ObjectCreated:*", "ObjectRemoved:Delete", False),
+        ("s3:ObjectRemoved:*", "ObjectRemoved:Delete", True),
+        ("s3:ObjectRemoved:*", "ObjectRemoved:DeleteMarkerCreated", True),
+        ("s3:ObjectRemoved:*", "ObjectCreated:Put", False),
+        ("s3:ObjectRemoved:Delete", "ObjectRemoved:Delete", True),
+        ("s3:ObjectRemoved:Delete", "ObjectRemoved:DeleteMarkerCreated", False),
+        ("s3:ObjectCreated:Put", "ObjectCreated:Post", False),
+        ("s3:ObjectCreated:Put", "s3:ObjectCreated:Put", True),
+        ("ObjectCreated:*", "ObjectCreated:Copy", True),
+        ("s3:ObjectCreated*", "ObjectCreated:Put", False),  # `*` only as a whole part
+        ("s3:ObjectCreated:*", "ObjectCreatedX:Put", False),
+        ("s3:ObjectCreated:*", "ObjectCreated:", False),
+        ("s3:*", "ObjectCreated:Put", False),
+    ],
+)
+def test_matches(pattern: str, name: str, expected: bool) -> None:
+    assert matches(pattern, name) is expected
