@@ -3,13 +3,19 @@ name the key at fault."""
 
 from __future__ import annotations
 
+import uuid
 from pathlib import Path
 
 import pytest
 
 from ripple.config import ENVIRONMENT_VARIABLES, ConfigError, Settings, load_settings
 
-FULL_TOML = """\
+PROJECT = "4d0452d9-395d-498d-927f-a54a6544764e"
+PHOTOS = f"{PROJECT}:photos:projects/my-team/topics/photos"
+LOGS = f"{PROJECT}:logs:projects/my-team/topics/logs"
+EVENTING_PREFIX = "bucket-eventing.buckets (RIPPLE_BUCKET_EVENTING_BUCKETS): "
+
+FULL_TOML = f"""\
 data-dir = "/var/lib/ripple"
 mode = "production"
 
@@ -24,7 +30,7 @@ region = "eu-west-1"
 master = "spark://spark.example:7077"
 
 [bucket-eventing]
-buckets = "photos,logs"
+buckets = "{PHOTOS},{LOGS}"
 
 [destinations]
 allow = "https://hooks.example"
@@ -39,7 +45,7 @@ FULL_SETTINGS = Settings(
     s3_address="0.0.0.0:9100",
     region="eu-west-1",
     spark_master="spark://spark.example:7077",
-    bucket_eventing_buckets="photos,logs",
+    bucket_eventing_buckets=f"{PHOTOS},{LOGS}",
     mode="production",
     destinations_allow="https://hooks.example",
     metrics_address="127.0.0.1:9500",
@@ -134,14 +140,46 @@ def test_values_are_stripped() -> None:
 
 
 def test_bucket_eventing_buckets_as_list(tmp_path: Path) -> None:
-    _write(tmp_path / "ripple.toml", '[bucket-eventing]\nbuckets = ["photos", "logs", "x"]\n')
-    assert load_settings(environ={}).bucket_eventing_buckets == "photos,logs,x"
+    _write(tmp_path / "ripple.toml", f'[bucket-eventing]\nbuckets = ["{PHOTOS}", "{LOGS}"]\n')
+    settings = load_settings(environ={})
+    assert settings.bucket_eventing_buckets == f"{PHOTOS},{LOGS}"
+    assert settings.eventing_buckets == {
+        (uuid.UUID(PROJECT), "photos"): "projects/my-team/topics/photos",
+        (uuid.UUID(PROJECT), "logs"): "projects/my-team/topics/logs",
+    }
+
+
+def test_bucket_eventing_buckets_as_string(tmp_path: Path) -> None:
+    _write(tmp_path / "ripple.toml", f'bucket-eventing.buckets = " {PHOTOS} , {LOGS} "\n')
+    assert load_settings(environ={}).eventing_buckets == {
+        (uuid.UUID(PROJECT), "photos"): "projects/my-team/topics/photos",
+        (uuid.UUID(PROJECT), "logs"): "projects/my-team/topics/logs",
+    }
+
+
+def test_bucket_eventing_buckets_from_env() -> None:
+    settings = load_settings(environ={"RIPPLE_BUCKET_EVENTING_BUCKETS": PHOTOS})
+    assert settings.eventing_buckets == {
+        (uuid.UUID(PROJECT), "photos"): "projects/my-team/topics/photos"
+    }
 
 
 def test_bucket_eventing_buckets_env_overrides_list(tmp_path: Path) -> None:
-    _write(tmp_path / "ripple.toml", '[bucket-eventing]\nbuckets = ["photos"]\n')
-    settings = load_settings(environ={"RIPPLE_BUCKET_EVENTING_BUCKETS": "logs"})
-    assert settings.bucket_eventing_buckets == "logs"
+    _write(tmp_path / "ripple.toml", f'[bucket-eventing]\nbuckets = ["{PHOTOS}"]\n')
+    settings = load_settings(environ={"RIPPLE_BUCKET_EVENTING_BUCKETS": LOGS})
+    assert settings.bucket_eventing_buckets == LOGS
+    assert list(settings.eventing_buckets) == [(uuid.UUID(PROJECT), "logs")]
+
+
+def test_bucket_eventing_buckets_empty_env_turns_the_list_off(tmp_path: Path) -> None:
+    _write(tmp_path / "ripple.toml", f'[bucket-eventing]\nbuckets = ["{PHOTOS}"]\n')
+    assert load_settings(environ={"RIPPLE_BUCKET_EVENTING_BUCKETS": ""}).eventing_buckets == {}
+
+
+def test_bucket_eventing_buckets_empty_by_default() -> None:
+    settings = load_settings(environ={})
+    assert settings.bucket_eventing_buckets == ""
+    assert settings.eventing_buckets == {}
 
 
 # --- errors ---------------------------------------------------------------------------
@@ -241,3 +279,39 @@ def test_empty_data_dir() -> None:
     message = _error(environ={"RIPPLE_DATA_DIR": "  "})
     assert "data-dir" in message
     assert "RIPPLE_DATA_DIR" in message
+
+
+@pytest.mark.parametrize(
+    ("value", "says"),
+    [
+        ("photos", "'photos' has 1 part, not 3"),
+        ("not-a-uuid:photos:projects/my-team/topics/t1", "project id 'not-a-uuid' is not a UUID"),
+        (f"{PROJECT}:Photos:projects/my-team/topics/t1", "bucket name 'Photos' must"),
+        (f"{PROJECT}:photos:my-topic", "topic 'my-topic' is not of the form"),
+        (f"{PHOTOS},{PHOTOS}", f"{PHOTOS!r} and {PHOTOS!r} both name bucket 'photos'"),
+    ],
+)
+def test_bad_bucket_eventing_buckets_in_env(value: str, says: str) -> None:
+    message = _error(environ={"RIPPLE_BUCKET_EVENTING_BUCKETS": value})
+    assert message.startswith(EVENTING_PREFIX)
+    assert says in message
+
+
+def test_bad_bucket_eventing_buckets_in_file_list(tmp_path: Path) -> None:
+    bad = f"{PROJECT}:logs:projects/my-team/topics/goog-logs"
+    _write(tmp_path / "ripple.toml", f'[bucket-eventing]\nbuckets = ["{PHOTOS}", "{bad}"]\n')
+    message = _error(environ={})
+    assert message.startswith(EVENTING_PREFIX)
+    assert f"{bad!r}: topic id 'goog-logs'" in message
+
+
+def test_good_env_hides_a_bad_file_list(tmp_path: Path) -> None:
+    _write(tmp_path / "ripple.toml", '[bucket-eventing]\nbuckets = ["photos"]\n')
+    settings = load_settings(environ={"RIPPLE_BUCKET_EVENTING_BUCKETS": PHOTOS})
+    assert list(settings.eventing_buckets) == [(uuid.UUID(PROJECT), "photos")]
+
+
+def test_eventing_buckets_of_settings_built_by_hand() -> None:
+    with pytest.raises(ConfigError) as info:
+        _ = Settings(bucket_eventing_buckets="photos,logs").eventing_buckets
+    assert str(info.value).startswith(EVENTING_PREFIX)

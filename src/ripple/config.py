@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import tomllib
+import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass, fields
 from pathlib import Path
@@ -17,6 +18,7 @@ from typing import Any
 import sqlalchemy as sa
 
 from ripple.metabase.db import normalize_url
+from ripple.notifications.phase1 import EventingConfigError, parse_eventing_buckets
 
 DEFAULT_CONFIG_FILE = "ripple.toml"
 
@@ -43,6 +45,15 @@ class Settings:
         if self.database_url:
             return self.database_url
         return f"sqlite:///{(self.data_dir / 'metabase.db').as_posix()}"
+
+    @property
+    def eventing_buckets(self) -> dict[tuple[uuid.UUID, str], str]:
+        """The phase-1 eventing list parsed: `{(project id, bucket name): Pub/Sub topic}`.
+
+        Raises `ConfigError` if `bucket_eventing_buckets` is malformed (`load_settings`
+        already checked it).
+        """
+        return _parse_eventing_buckets(self.bucket_eventing_buckets)
 
 
 # TOML key path -> (Settings field, environment variable)
@@ -89,6 +100,13 @@ def _from_file(path: Path) -> dict[str, str]:
             raise ConfigError(f"{path}: {key} must be a string, got {type(value).__name__}")
         values[_KEYS[key][0]] = value
     return values
+
+
+def _parse_eventing_buckets(value: str) -> dict[tuple[uuid.UUID, str], str]:
+    try:
+        return parse_eventing_buckets(value)
+    except EventingConfigError as e:
+        raise ConfigError(f"bucket-eventing.buckets (RIPPLE_BUCKET_EVENTING_BUCKETS): {e}") from e
 
 
 def _masked(url: str) -> str:
@@ -139,4 +157,5 @@ def load_settings(
                 f"database.url (RIPPLE_DATABASE_URL) {_masked(settings.database_url)!r}: {e}; "
                 "use sqlite:///PATH or postgresql://USER@HOST:PORT/DATABASE"
             ) from e
+    _parse_eventing_buckets(settings.bucket_eventing_buckets)
     return settings

@@ -1,0 +1,112 @@
+"""The registry: which buckets have eventing, and where their events go.
+
+Two sources feed it: the static phase-1 list (`bucket-eventing.buckets`, one Pub/Sub topic a
+bucket, configuration id `ObjectEvents`) and, later, bucket notification configurations set
+through the S3 API. They are kept apart: a bucket's API configuration takes precedence over
+its static entry, and removing the API configuration falls back to the static one.
+
+The metabase asks `is_eventing` for every row a write transaction changes (transaction
+exclusion), so reads take no lock and do no I/O: every change rebuilds one merged dict under
+a lock and then swaps the reference, and readers only ever look at the current reference.
+
+    registry = Registry.from_settings(settings)
+    metabase = Metabase(settings.effective_database_url, eventing=registry.is_eventing)
+"""
+
+from __future__ import annotations
+
+import threading
+import uuid
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from ripple.notifications.phase1 import BucketKey
+
+if TYPE_CHECKING:
+    from ripple.config import Settings
+
+__all__ = ["PHASE1_CONFIGURATION_ID", "Destination", "Registry"]
+
+# `s3.configurationId` of the events of a bucket on the phase-1 list.
+PHASE1_CONFIGURATION_ID = "ObjectEvents"
+
+
+@dataclass(frozen=True)
+class Destination:
+    """Where a bucket's events go, and the notification configuration that sends them there."""
+
+    topic: str  # phase 1: a Pub/Sub topic name, `projects/P/topics/T`
+    configuration_id: str = PHASE1_CONFIGURATION_ID
+
+
+class Registry:
+    """Eventing buckets and their destinations, from the static list and the S3 API."""
+
+    def __init__(self, static: Mapping[BucketKey, str] | None = None) -> None:
+        self._lock = threading.Lock()
+        self._static: dict[BucketKey, tuple[Destination, ...]] = {}
+        self._api: dict[BucketKey, tuple[Destination, ...]] = {}
+        # The merged view readers see. Never mutated once published: changes build a new
+        # dict and swap the reference.
+        self._routes: dict[BucketKey, tuple[Destination, ...]] = {}
+        self._generation = 0
+        if static:
+            self.replace_static(static)
+
+    @classmethod
+    def from_settings(cls, settings: Settings) -> Registry:
+        """A registry holding the phase-1 list of `settings` (`ConfigError` if malformed)."""
+        return cls(settings.eventing_buckets)
+
+    @property
+    def generation(self) -> int:
+        """A number that increases whenever a change alters what the registry answers."""
+        return self._generation
+
+    def is_eventing(self, project_id: uuid.UUID, bucket_name: str) -> bool:
+        """Does this bucket have eventing? A dict lookup: no lock, no I/O."""
+        return (project_id, bucket_name) in self._routes
+
+    def destinations(self, project_id: uuid.UUID, bucket_name: str) -> list[Destination]:
+        """The bucket's destinations; empty when it has no eventing."""
+        return list(self._routes.get((project_id, bucket_name), ()))
+
+    def buckets(self) -> list[BucketKey]:
+        """Every bucket with eventing, sorted by project id and bucket name."""
+        return sorted(self._routes)
+
+    def set_bucket(
+        self, project_id: uuid.UUID, bucket_name: str, destinations: Sequence[Destination]
+    ) -> None:
+        """Set a bucket's destinations from its S3 notification configuration.
+
+        It takes precedence over the bucket's static entry; an empty sequence removes the
+        configuration, so the static entry, if any, applies again.
+        """
+        key = (project_id, bucket_name)
+        with self._lock:
+            if destinations:
+                self._api[key] = tuple(destinations)
+            else:
+                self._api.pop(key, None)
+            self._publish()
+
+    def replace_static(self, static: Mapping[BucketKey, str]) -> None:
+        """Replace the whole phase-1 list: `{(project id, bucket name): topic}`."""
+        entries: dict[BucketKey, tuple[Destination, ...]] = {
+            key: (Destination(topic),) for key, topic in static.items()
+        }
+        with self._lock:
+            self._static = entries
+            self._publish()
+
+    def _publish(self) -> None:
+        """Rebuild the merged view; the caller holds the lock."""
+        routes = {**self._static, **self._api}
+        if routes == self._routes:
+            return
+        # Routes first, then the generation: a reader that sees the new generation also
+        # sees the new routes, so a cache keyed by generation is never stale.
+        self._routes = routes
+        self._generation += 1
