@@ -2,18 +2,28 @@
 
 from __future__ import annotations
 
+import json
 import sys
+from collections.abc import Iterable, Iterator
 from pathlib import Path
+from typing import Any
 
 import click
 import sqlalchemy as sa
 from rich.console import Console
+from rich.progress import Progress
 from rich.table import Table
 
 from ripple import __version__
+from ripple.changestream.definition import ChangeStreamError
+from ripple.changestream.reader import DEFAULT_STREAM, ChangeStreamReader
+from ripple.changestream.tail import parse_since, transactions
 from ripple.config import ConfigError, Settings, load_settings
+from ripple.events import EventSettings, message, s3_events
 from ripple.metabase import Metabase
+from ripple.metabase.expire import expire_objects
 from ripple.metabase.migrate import current_revision, head_revision, upgrade
+from ripple.metabase.projects import ProjectOwners
 from ripple.metabase.schema import buckets, objects, projects
 
 console = Console()
@@ -144,6 +154,176 @@ def db_status(ctx: click.Context) -> None:
     if current != head:
         errors.print("run `ripple db upgrade` to migrate it")
         sys.exit(1)
+
+
+@cli.group()
+def changestream() -> None:
+    """The change stream: read its records, prune old ones."""
+
+
+@changestream.command("tail")
+@click.option(
+    "--since",
+    default=None,
+    help="Start at this time: ISO-8601 (2026-11-21T10:00:00Z) or a duration ago (15m, 2h, "
+    "1d). Default: new records only when following, every retained record otherwise.",
+)
+@click.option(
+    "--partition",
+    "partitions",
+    type=int,
+    multiple=True,
+    help="Read only this partition (repeatable). Default: all.",
+)
+@click.option("--events", is_flag=True, help="Print S3 event messages instead of records.")
+@click.option(
+    "--follow/--no-follow",
+    default=True,
+    help="Keep printing records as they commit (default), or stop at the end.",
+)
+@click.option(
+    "--consumer",
+    default=None,
+    help="Resume after this consumer's saved positions and save them as records are printed.",
+)
+@click.option("--stream", default=DEFAULT_STREAM, show_default=True, help="Change stream name.")
+@click.option(
+    "--heartbeat",
+    type=float,
+    default=2.0,
+    show_default=True,
+    help="Seconds between heartbeat records of an idle partition (0: none).",
+)
+@click.pass_context
+def changestream_tail(
+    ctx: click.Context,
+    since: str | None,
+    partitions: tuple[int, ...],
+    events: bool,
+    follow: bool,
+    consumer: str | None,
+    stream: str,
+    heartbeat: float,
+) -> None:
+    """Print change records as JSON lines, one per record (or event with --events).
+
+    Records of a partition come in commit order; a heartbeat line
+    {"heartbeat_record": {"timestamp": ...}} says an idle partition has nothing older.
+    """
+    settings = _settings(ctx)
+    metabase = _open(settings)
+    reader = ChangeStreamReader(metabase.engine, stream, write_engine=metabase.writer)
+    try:
+        _tail(metabase, reader, settings, since, partitions, events, follow, consumer, heartbeat)
+    except ChangeStreamError as e:
+        raise click.ClickException(str(e)) from e
+    except sa.exc.OperationalError as e:
+        raise click.ClickException(f"cannot read the metabase at {_safe_url(metabase)}") from e
+    finally:
+        metabase.dispose()
+
+
+def _tail(
+    metabase: Metabase,
+    reader: ChangeStreamReader,
+    settings: Settings,
+    since: str | None,
+    partitions: tuple[int, ...],
+    events: bool,
+    follow: bool,
+    consumer: str | None,
+    heartbeat: float,
+) -> None:
+    count = reader.partitions()
+    chosen = list(partitions) or list(range(count))
+    for p in chosen:
+        if not 0 <= p < count:
+            raise ChangeStreamError(f"--partition {p}: the stream has partitions 0 to {count - 1}")
+    saved = reader.offsets(consumer) if consumer else {}
+    if since is not None:
+        since_ns = parse_since(since)
+        after = {p: reader.start_after(p, since_ns) for p in chosen}
+    elif consumer and saved:
+        after = {p: saved.get(p, 0) for p in chosen}
+    elif follow:
+        after = {p: reader.end(p) for p in chosen}
+    else:
+        after = dict.fromkeys(chosen, 0)
+    if follow:
+        records: Iterable[dict[str, Any]] = reader.follow(
+            chosen, after, heartbeat_seconds=heartbeat
+        )
+    else:
+        records = _drain(reader, chosen, after)
+    groups = transactions(records)
+    owners = ProjectOwners(metabase)
+    event_settings = EventSettings(region=settings.region)
+    for group in groups:
+        if events and "heartbeat_record" not in group[0]:
+            lines = [
+                message([e])
+                for e in s3_events(group, owners=owners.public_id, settings=event_settings)
+            ]
+        else:
+            lines = group
+        for line in lines:
+            click.echo(json.dumps(line, separators=(",", ":")))
+        sys.stdout.flush()
+        last = group[-1]
+        if consumer and "position" in last:
+            reader.commit_offsets(consumer, {last["partition"]: last["position"]})
+
+
+def _drain(
+    reader: ChangeStreamReader, partitions: list[int], after: dict[int, int]
+) -> Iterator[dict[str, Any]]:
+    for p in partitions:
+        position = after[p]
+        while records := reader.read(p, position):
+            yield from records
+            position = records[-1]["position"]
+
+
+@changestream.command("prune")
+@click.option("--stream", default=DEFAULT_STREAM, show_default=True, help="Change stream name.")
+@click.pass_context
+def changestream_prune(ctx: click.Context, stream: str) -> None:
+    """Delete records older than the stream's retention period (1 to 30 days)."""
+    metabase = _open(_settings(ctx))
+    try:
+        reader = ChangeStreamReader(metabase.engine, stream, write_engine=metabase.writer)
+        deleted = reader.prune()
+    except ChangeStreamError as e:
+        raise click.ClickException(str(e)) from e
+    finally:
+        metabase.dispose()
+    console.print(f"pruned {deleted} change records of {stream}")
+
+
+@cli.group("metabase")
+def metabase_group() -> None:
+    """Jobs over the metabase's objects."""
+
+
+@metabase_group.command("expire")
+@click.option("--batch", type=click.IntRange(1, 10_000), default=1000, show_default=True)
+@click.pass_context
+def metabase_expire(ctx: click.Context, batch: int) -> None:
+    """Delete objects whose expiry time (TTL) has passed.
+
+    Runs as system transactions tagged ttl-delete: the bucket_eventing change stream
+    leaves them out (exclude_ttl_deletes). Versions under object lock are kept.
+    """
+    metabase = _open(_settings(ctx))
+    try:
+        with Progress(console=errors, transient=True) as progress:
+            task = progress.add_task("expiring objects", total=None)
+            result = expire_objects(
+                metabase, batch=batch, progress=lambda n: progress.advance(task, n)
+            )
+    finally:
+        metabase.dispose()
+    console.print(f"expired {result.deleted} objects; kept {result.kept_locked} under object lock")
 
 
 def main() -> None:

@@ -35,23 +35,25 @@ from ripple.changestream.schema import (
 from ripple.changestream.values import column_types
 from ripple.changestream.writer import load_definitions
 
-# PostgreSQL: positions and commit timestamps are taken inside COMMIT, by a deferred
-# trigger, while the transaction holds its partition's row (see ripple.changestream.writer).
-# A transaction keeps one commit timestamp per partition however many records it has there.
+# Positions and commit timestamps are taken by a trigger on change_records, while the
+# transaction holds its partition's row (see ripple.changestream.writer): on PostgreSQL a
+# deferred constraint trigger, which runs inside COMMIT; on SQLite, whose writers already
+# hold the one write lock, a plain row trigger. A transaction (its `transaction_id`) keeps
+# one commit timestamp per partition however many records it has there.
 # (`%%` because the driver formats parameters even when there are none.)
 POSTGRES_TRIGGER = """
 CREATE OR REPLACE FUNCTION ripple_change_record_commit() RETURNS trigger
 LANGUAGE plpgsql AS $$
 DECLARE
-  txn bigint := pg_current_xact_id()::text::bigint;
   pos bigint;
   ts bigint;
 BEGIN
   UPDATE change_partitions p
      SET next_position = p.next_position + 1,
-         last_commit_ns = CASE WHEN p.last_transaction = txn THEN p.last_commit_ns
+         last_commit_ns = CASE WHEN p.last_transaction = NEW.transaction_id
+                               THEN p.last_commit_ns
                                ELSE greatest(p.last_commit_ns + 1, NEW.commit_ns) END,
-         last_transaction = txn
+         last_transaction = NEW.transaction_id
    WHERE p.stream_name = NEW.stream_name AND p.partition = NEW.partition
    RETURNING p.next_position, p.last_commit_ns INTO pos, ts;
   IF NOT FOUND THEN
@@ -63,11 +65,31 @@ END $$;
 CREATE CONSTRAINT TRIGGER change_records_commit AFTER INSERT ON change_records
   DEFERRABLE INITIALLY DEFERRED FOR EACH ROW EXECUTE FUNCTION ripple_change_record_commit();
 """
+SQLITE_TRIGGER = """
+CREATE TRIGGER change_records_commit AFTER INSERT ON change_records FOR EACH ROW BEGIN
+  SELECT RAISE(ABORT, 'change stream has no such partition') WHERE NOT EXISTS (
+    SELECT 1 FROM change_partitions
+     WHERE stream_name = NEW.stream_name AND partition = NEW.partition);
+  UPDATE change_partitions
+     SET next_position = next_position + 1,
+         last_commit_ns = CASE WHEN last_transaction = NEW.transaction_id THEN last_commit_ns
+                               ELSE max(last_commit_ns + 1, NEW.commit_ns) END,
+         last_transaction = NEW.transaction_id
+   WHERE stream_name = NEW.stream_name AND partition = NEW.partition;
+  UPDATE change_records
+     SET (position, commit_ns) = (
+       SELECT next_position, last_commit_ns FROM change_partitions
+        WHERE stream_name = NEW.stream_name AND partition = NEW.partition)
+   WHERE id = NEW.id;
+END
+"""
 
 
 def install_commit_trigger(conn: Connection) -> None:
     if conn.dialect.name == "postgresql":
         conn.exec_driver_sql(POSTGRES_TRIGGER)
+    else:
+        conn.exec_driver_sql(SQLITE_TRIGGER)
 
 
 def _current(conn: Connection, name: str) -> StreamDefinition | None:

@@ -37,7 +37,9 @@ change_partitions = sa.Table(
     sa.Column("partition", sa.Integer, primary_key=True, autoincrement=False),
     sa.Column("next_position", sa.BigInteger, nullable=False),  # the last position taken
     sa.Column("last_commit_ns", sa.BigInteger, nullable=False),
-    sa.Column("last_transaction", sa.BigInteger, nullable=True),  # PostgreSQL: its xid
+    sa.Column(
+        "last_transaction", sa.String(32), nullable=True
+    ),  # transaction_id of the last commit
 )
 
 change_records = sa.Table(

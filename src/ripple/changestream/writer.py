@@ -8,9 +8,10 @@ order the metabase makes them per key), and inserts the records.
 Positions and commit timestamps are taken as the transaction commits, under the lock of its
 partition's row in `change_partitions`: positions are dense and follow commit order, so a
 reader never has to guess whether a gap will still be filled, and commit timestamps strictly
-increase within a partition. On PostgreSQL a deferred constraint trigger does this inside
-COMMIT, so the lock is held for the commit itself and no round trip to the client; on
-SQLite, where writers already queue on `BEGIN IMMEDIATE`, the writer does it directly.
+increase within a partition. A trigger does this (`ripple.changestream.ddl`): on PostgreSQL
+a deferred constraint trigger inside COMMIT, so the lock is held for the commit itself and no
+round trip to the client; on SQLite, whose writers queue on `BEGIN IMMEDIATE` anyway, a row
+trigger. The writer itself sends one INSERT.
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ from sqlalchemy.engine import Connection
 
 from ripple.changestream.capture import Capture, Mod
 from ripple.changestream.definition import ModType, StreamDefinition, StreamOptions
-from ripple.changestream.schema import change_partitions, change_records, change_streams
+from ripple.changestream.schema import change_records, change_streams
 from ripple.changestream.values import encode, type_code
 
 # Decides, from a changed row's key columns, whether a stream that allows transaction
@@ -34,6 +35,7 @@ from ripple.changestream.values import encode, type_code
 Scope = Callable[[str, Mapping[str, Any]], bool]
 
 _MOD_ORDER = (ModType.DELETE, ModType.UPDATE, ModType.INSERT)
+_INSERT_RECORDS = sa.insert(change_records)  # built once: writers run it on every commit
 
 
 def partition_of(values: Sequence[Any], partitions: int) -> int:
@@ -102,9 +104,7 @@ class ChangeStreamWriter:
                 rows.extend(self._record_rows(stream, capture, mods, now_ns))
         if not rows:
             return 0
-        if conn.dialect.name != "postgresql":
-            _take_positions(conn, rows)
-        conn.execute(sa.insert(change_records), rows)
+        conn.execute(_INSERT_RECORDS, rows)
         return len(rows)
 
     def _records(self, stream: StreamDefinition, capture: Capture, mod: Mod) -> bool:
@@ -191,32 +191,3 @@ def _mod_json(
         new = values(mod.new, watched if capture_type.new_row else changed)
         old = values(mod.old, changed) if capture_type.old_values else {}
     return {"keys": entry_keys, "new_values": new, "old_values": old}
-
-
-def _take_positions(conn: Connection, rows: list[dict[str, Any]]) -> None:
-    """SQLite: what the PostgreSQL trigger does at COMMIT, done in the transaction itself
-    (it already holds the database's one write lock)."""
-    counts: dict[tuple[str, int], int] = {}
-    for row in rows:
-        counts[(row["stream_name"], row["partition"])] = (
-            counts.get((row["stream_name"], row["partition"]), 0) + 1
-        )
-    taken: dict[tuple[str, int], tuple[int, int]] = {}
-    now_ns = rows[0]["commit_ns"]
-    for (stream, part), count in counts.items():
-        p = change_partitions.c
-        result = conn.execute(
-            sa.update(change_partitions)
-            .where(p.stream_name == stream, p.partition == part)
-            .values(
-                next_position=p.next_position + count,
-                last_commit_ns=sa.func.max(p.last_commit_ns + 1, now_ns),
-            )
-            .returning(p.next_position, p.last_commit_ns)
-        ).one()
-        taken[(stream, part)] = (result.next_position - count + 1, result.last_commit_ns)
-    for row in rows:
-        first, commit_ns = taken[(row["stream_name"], row["partition"])]
-        row["position"] = first
-        row["commit_ns"] = commit_ns
-        taken[(row["stream_name"], row["partition"])] = (first + 1, commit_ns)

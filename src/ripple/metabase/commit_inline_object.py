@@ -7,6 +7,7 @@ from datetime import datetime
 
 import sqlalchemy as sa
 
+from ripple.changestream.capture import TransactionTag
 from ripple.metabase.db import Metabase
 from ripple.metabase.rows import key_bytes, new_stream_id, require_aware, start_key_write
 from ripple.metabase.store_committed import CommitResult, store_committed
@@ -24,6 +25,7 @@ def commit_inline_object(
     retention: Retention | None = None,
     legal_hold: bool = False,
     expires_at: datetime | None = None,
+    tag: TransactionTag | None = None,
 ) -> CommitResult:
     key_bytes(loc.object_key)
     require_aware(expires_at, "expires_at")
@@ -51,4 +53,4 @@ def commit_inline_object(
         )
         return store_committed(conn, bucket, new, now, explicit_retention=retention is not None)
 
-    return db.run_write(tx)
+    return db.run_write(tx, (tag or TransactionTag()).defaults(operation="put"))

@@ -7,6 +7,7 @@ from dataclasses import replace
 
 import sqlalchemy as sa
 
+from ripple.changestream.capture import TransactionTag
 from ripple.metabase.db import Metabase
 from ripple.metabase.errors import PendingObjectNotFound
 from ripple.metabase.rows import at_key, delete_rows, select_rows, start_key_write
@@ -25,6 +26,7 @@ def commit_object(
     user_metadata: dict[str, str] | None = None,
     retention: Retention | None = None,
     legal_hold: bool = False,
+    tag: TransactionTag | None = None,
 ) -> CommitResult:
     """Commit the upload `begin_object` returned as the key's newest version."""
 
@@ -58,4 +60,4 @@ def commit_object(
             conn, bucket, new, db.now(), explicit_retention=retention is not None
         )
 
-    return db.run_write(tx)
+    return db.run_write(tx, (tag or TransactionTag()).defaults(operation="put"))

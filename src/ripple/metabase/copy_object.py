@@ -13,6 +13,7 @@ from typing import Literal
 
 import sqlalchemy as sa
 
+from ripple.changestream.capture import TransactionTag
 from ripple.metabase.db import Metabase
 from ripple.metabase.errors import InvalidArgument
 from ripple.metabase.get_object import resolve_object
@@ -42,6 +43,7 @@ def copy_object(
     retention: Retention | None = None,
     legal_hold: bool = False,
     stream_id: uuid.UUID | None = None,
+    tag: TransactionTag | None = None,
 ) -> CopyResult:
     key_bytes(destination.object_key)
     if metadata_directive not in ("COPY", "REPLACE"):
@@ -81,4 +83,4 @@ def copy_object(
         )
         return CopyResult(result.object, result.removed, source=src)
 
-    return db.run_write(tx)
+    return db.run_write(tx, (tag or TransactionTag()).defaults(operation="copy"))

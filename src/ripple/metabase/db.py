@@ -108,7 +108,8 @@ class Metabase:
             self.engine = _sqlite_engine(self.url)
         else:
             self.engine = _postgres_engine(self.url, echo)
-        self._writer = self.engine.execution_options(**{_WRITE_OPTION: True})
+        # the engine of write transactions (SQLite: BEGIN IMMEDIATE)
+        self.writer = self.engine.execution_options(**{_WRITE_OPTION: True})
         self.clock: Callable[[], datetime] = lambda: datetime.now(UTC)
         self.eventing: Eventing = eventing or (lambda _project, _bucket: False)
         self.changestreams = ChangeStreamWriter(
@@ -156,7 +157,7 @@ class Metabase:
         capture = Capture(
             tag, system=system, exclude_txn_from_change_streams=exclude_txn_from_change_streams
         )
-        with self._writer.connect() as conn, conn.begin():
+        with self.writer.connect() as conn, conn.begin():
             attach(conn, capture)
             try:
                 yield conn

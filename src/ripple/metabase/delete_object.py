@@ -13,6 +13,7 @@ from datetime import datetime
 
 import sqlalchemy as sa
 
+from ripple.changestream.capture import TransactionTag
 from ripple.metabase.db import Metabase
 from ripple.metabase.objectlock import bypass_allowed
 from ripple.metabase.rows import (
@@ -38,6 +39,7 @@ def delete_object(
     *,
     bypass_governance: bool = False,
     can_bypass_governance: bool = False,
+    tag: TransactionTag | None = None,
 ) -> DeleteResult:
     key_bytes(loc.object_key)
     bypass = bypass_allowed(bypass_governance, can_bypass_governance)
@@ -52,7 +54,7 @@ def delete_object(
             insert_rows(conn, [marker])
         return DeleteResult(removed, marker)
 
-    return db.run_write(tx)
+    return db.run_write(tx, (tag or TransactionTag()).defaults(operation="delete"))
 
 
 def delete_marker(bucket: Bucket, loc: ObjectLocation, version: int, now: datetime) -> Object:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import sqlalchemy as sa
 
+from ripple.changestream.capture import TransactionTag
 from ripple.metabase.db import Metabase
 from ripple.metabase.delete_object import DeleteResult
 from ripple.metabase.objectlock import bypass_allowed, check_deletable
@@ -24,6 +25,7 @@ def delete_object_version(
     *,
     bypass_governance: bool = False,
     can_bypass_governance: bool = False,
+    tag: TransactionTag | None = None,
 ) -> DeleteResult:
     key_bytes(loc.object_key)
     ref = decode_version_id(version_id)
@@ -38,4 +40,4 @@ def delete_object_version(
         delete_rows(conn, [target])
         return DeleteResult(removed=[target])
 
-    return db.run_write(tx)
+    return db.run_write(tx, (tag or TransactionTag()).defaults(operation="delete"))

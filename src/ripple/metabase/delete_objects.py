@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 
 import sqlalchemy as sa
 
+from ripple.changestream.capture import TransactionTag
 from ripple.metabase.db import Metabase
 from ripple.metabase.delete_object import delete_marker
 from ripple.metabase.errors import InvalidArgument, InvalidDeleteRequest, MetabaseError
@@ -96,6 +97,7 @@ def delete_objects(
     quiet: bool = False,
     bypass_governance: bool = False,
     can_bypass_governance: bool = False,
+    tag: TransactionTag | None = None,
 ) -> DeleteObjectsResult:
     if not items:
         raise InvalidDeleteRequest("DeleteObjects needs at least one object")
@@ -129,7 +131,7 @@ def delete_objects(
         insert_rows(conn, inserted)
         return DeleteObjectsResult([] if quiet else deleted, item_errors, removed)
 
-    return db.run_write(tx)
+    return db.run_write(tx, (tag or TransactionTag()).defaults(operation="delete-objects"))
 
 
 def _parse(items: Sequence[DeleteObjectsItem]) -> tuple[list[_Item], list[DeleteObjectsError]]:

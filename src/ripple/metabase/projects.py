@@ -48,3 +48,17 @@ def list_projects(db: Metabase) -> list[Project]:
     with db.read() as conn:
         rows = conn.execute(sa.select(projects).order_by(projects.c.created_at)).all()
     return [Project(r.id, r.public_id, r.name, r.created_at) for r in rows]
+
+
+class ProjectOwners:
+    """Private project id -> public id, as events need it for the bucket owner; cached,
+    since a project's ids never change."""
+
+    def __init__(self, db: Metabase) -> None:
+        self.db = db
+        self._public: dict[str, str] = {}
+
+    def public_id(self, project_id: str) -> str:
+        if project_id not in self._public:
+            self._public[project_id] = str(get_project(self.db, uuid.UUID(project_id)).public_id)
+        return self._public[project_id]

@@ -40,7 +40,7 @@ def upgrade() -> None:
         sa.Column("partition", sa.Integer, primary_key=True, autoincrement=False),
         sa.Column("next_position", sa.BigInteger, nullable=False),
         sa.Column("last_commit_ns", sa.BigInteger, nullable=False),
-        sa.Column("last_transaction", sa.BigInteger, nullable=True),
+        sa.Column("last_transaction", sa.String(32), nullable=True),
     )
     op.create_table(
         "change_records",

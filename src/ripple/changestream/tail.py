@@ -1,0 +1,70 @@
+"""What `ripple changestream tail` prints: records (or, with `--events`, the S3 event
+messages made from them) of chosen partitions, from a time or a consumer's offsets."""
+
+from __future__ import annotations
+
+import re
+import time
+from collections.abc import Callable, Iterable, Iterator
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from ripple.changestream.definition import ChangeStreamError
+from ripple.changestream.values import datetime_ns
+
+_AGO = re.compile(r"^(\d+)([smhd])$")
+_UNITS = {"s": "seconds", "m": "minutes", "h": "hours", "d": "days"}
+
+
+def parse_since(value: str, now: datetime | None = None) -> int:
+    """`--since`: an ISO-8601 time (`2026-11-21T10:00:00Z`), or a duration ago (`15m`,
+    `2h`, `1d`); UNIX nanoseconds."""
+    now = now or datetime.now(UTC)
+    match = _AGO.match(value.strip())
+    if match:
+        return datetime_ns(now - timedelta(**{_UNITS[match[2]]: int(match[1])}))
+    try:
+        when = datetime.fromisoformat(value.strip().replace("Z", "+00:00"))
+    except ValueError:
+        raise ChangeStreamError(
+            f"--since {value!r} is neither a time (2026-11-21T10:00:00Z) nor a duration "
+            "ago (15m, 2h, 1d)"
+        ) from None
+    if when.tzinfo is None:
+        when = when.replace(tzinfo=UTC)
+    return datetime_ns(when)
+
+
+def transactions(records: Iterable[dict[str, Any]]) -> Iterator[list[dict[str, Any]]]:
+    """Group one partition's records into whole transactions (heartbeats pass alone).
+
+    A transaction's records in a partition are consecutive and the last says so."""
+    pending: dict[int, list[dict[str, Any]]] = {}
+    for record in records:
+        if "heartbeat_record" in record:
+            yield [record]
+            continue
+        group = pending.setdefault(record["partition"], [])
+        group.append(record)
+        if record["is_last_record_in_transaction_in_partition"]:
+            yield pending.pop(record["partition"])
+
+
+def to_events(
+    groups: Iterable[list[dict[str, Any]]],
+    convert: Callable[[list[dict[str, Any]]], list[dict[str, Any]]],
+) -> Iterator[dict[str, Any]]:
+    """Each transaction's S3 event messages (`convert`); heartbeats pass unchanged."""
+    for group in groups:
+        if "heartbeat_record" in group[0]:
+            yield group[0]
+        else:
+            yield from convert(group)
+
+
+def deadline(seconds: float | None) -> Callable[[], bool]:
+    """A predicate that turns true `seconds` from now (never, for None)."""
+    if seconds is None:
+        return lambda: False
+    end = time.monotonic() + seconds
+    return lambda: time.monotonic() >= end
