@@ -11,7 +11,8 @@ The last line is one JSON object:
 {"postgresql": {"excluded_ratio": b/a, "eventing_ratio": c/a, "read_records_per_s": …,
  "bytes_per_event": …, …}, "sqlite": {…}}  (ratios at 8 writers)
 
-    .venv/bin/python bench/changestream.py [--commits 300] [--rounds 3] [--databases sqlite,postgresql]
+    .venv/bin/python bench/changestream.py [--commits 400] [--rounds 3]
+        [--databases sqlite,postgresql]
 """
 
 from __future__ import annotations

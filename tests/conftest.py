@@ -87,6 +87,8 @@ def _empty(metabase: Metabase) -> Metabase:
             )
         )
     metabase.clock = lambda: datetime.now(UTC)
+    metabase.eventing = lambda _project, _bucket: False
+    metabase.changestreams.reload()
     return metabase
 
 

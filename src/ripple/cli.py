@@ -25,6 +25,7 @@ from ripple.metabase.expire import expire_objects
 from ripple.metabase.migrate import current_revision, head_revision, upgrade
 from ripple.metabase.projects import ProjectOwners
 from ripple.metabase.schema import buckets, objects, projects
+from ripple.notifications import Registry
 
 console = Console()
 errors = Console(stderr=True)
@@ -37,8 +38,10 @@ def _settings(ctx: click.Context) -> Settings:
 
 
 def _open(settings: Settings) -> Metabase:
+    """The metabase, with eventing on for the buckets the registry names."""
+    registry = Registry.from_settings(settings)
     try:
-        return Metabase(settings.effective_database_url)
+        return Metabase(settings.effective_database_url, eventing=registry.is_eventing)
     except ValueError as e:
         raise click.ClickException(f"{e} (set database.url or RIPPLE_DATABASE_URL)") from e
 
