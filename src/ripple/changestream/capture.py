@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Hashable, Mapping
-from dataclasses import asdict, dataclass, replace
+from dataclasses import dataclass, replace
 from typing import Any
 
 from sqlalchemy.engine import Connection
@@ -113,7 +113,19 @@ class Capture:
             self.bucket_versioning[bucket] = versioning
 
     def tag_json(self) -> str:
-        members: dict[str, Any] = {k: v for k, v in asdict(self.tag).items() if v}
+        tag = self.tag
+        members: dict[str, Any] = {
+            k: v
+            for k, v in (
+                ("operation", tag.operation),
+                ("request_id", tag.request_id),
+                ("host_id", tag.host_id),
+                ("principal", tag.principal),
+                ("source_ip", tag.source_ip),
+                ("etag", tag.etag),
+            )
+            if v
+        }
         if self.bucket_versioning:
             members["bucket_versioning"] = dict(sorted(self.bucket_versioning.items()))
         return json.dumps(members, separators=(",", ":")) if members else ""

@@ -38,7 +38,8 @@ from ripple.changestream.writer import load_definitions
 # Positions and commit timestamps are taken by a trigger on change_records, while the
 # transaction holds its partition's row (see ripple.changestream.writer): on PostgreSQL a
 # deferred constraint trigger, which runs inside COMMIT; on SQLite, whose writers already
-# hold the one write lock, a plain row trigger. A transaction (its `transaction_id`) keeps
+# hold the one write lock, the INSERT itself reads the partition row and a row trigger moves
+# it on. A transaction (its `transaction_id`) keeps
 # one commit timestamp per partition however many records it has there.
 # (`%%` because the driver formats parameters even when there are none.)
 POSTGRES_TRIGGER = """
@@ -67,20 +68,11 @@ CREATE CONSTRAINT TRIGGER change_records_commit AFTER INSERT ON change_records
 """
 SQLITE_TRIGGER = """
 CREATE TRIGGER change_records_commit AFTER INSERT ON change_records FOR EACH ROW BEGIN
-  SELECT RAISE(ABORT, 'change stream has no such partition') WHERE NOT EXISTS (
-    SELECT 1 FROM change_partitions
-     WHERE stream_name = NEW.stream_name AND partition = NEW.partition);
   UPDATE change_partitions
-     SET next_position = next_position + 1,
-         last_commit_ns = CASE WHEN last_transaction = NEW.transaction_id THEN last_commit_ns
-                               ELSE max(last_commit_ns + 1, NEW.commit_ns) END,
+     SET next_position = NEW.position,
+         last_commit_ns = NEW.commit_ns,
          last_transaction = NEW.transaction_id
    WHERE stream_name = NEW.stream_name AND partition = NEW.partition;
-  UPDATE change_records
-     SET (position, commit_ns) = (
-       SELECT next_position, last_commit_ns FROM change_partitions
-        WHERE stream_name = NEW.stream_name AND partition = NEW.partition)
-   WHERE id = NEW.id;
 END
 """
 

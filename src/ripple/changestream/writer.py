@@ -27,7 +27,7 @@ from sqlalchemy.engine import Connection
 
 from ripple.changestream.capture import Capture, Mod
 from ripple.changestream.definition import ModType, StreamDefinition, StreamOptions
-from ripple.changestream.schema import change_records, change_streams
+from ripple.changestream.schema import change_streams
 from ripple.changestream.values import encode, type_code
 
 # Decides, from a changed row's key columns, whether a stream that allows transaction
@@ -35,7 +35,28 @@ from ripple.changestream.values import encode, type_code
 Scope = Callable[[str, Mapping[str, Any]], bool]
 
 _MOD_ORDER = (ModType.DELETE, ModType.UPDATE, ModType.INSERT)
-_INSERT_RECORDS = sa.insert(change_records)  # built once: writers run it on every commit
+_RECORD_COLUMNS = (
+    "stream_name, stream_version, partition, commit_ns, transaction_id, record_sequence, "
+    "is_last_in_partition, records_in_transaction, partitions_in_transaction, mod_type, mods, "
+    "transaction_tag, is_system_transaction"
+)
+# PostgreSQL: position NULL; the deferred trigger sets it (and the commit timestamp) at COMMIT.
+_INSERT_POSTGRES = (
+    f"INSERT INTO change_records ({_RECORD_COLUMNS}) VALUES "
+    "(%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)"
+)
+# SQLite: the one writer takes the next position and commit timestamp from the partition row
+# as it inserts; the row trigger then moves the partition row on.
+_INSERT_SQLITE = f"""
+INSERT INTO change_records ({_RECORD_COLUMNS}, position)
+SELECT s, v, p.partition,
+       CASE WHEN p.last_transaction = t THEN p.last_commit_ns
+            ELSE max(p.last_commit_ns + 1, ns) END,
+       t, seq, last, n, np, mt, mods, tag, sys, p.next_position + 1
+  FROM (SELECT ? AS s, ? AS v, ? AS part, ? AS ns, ? AS t, ? AS seq, ? AS last, ? AS n,
+               ? AS np, ? AS mt, ? AS mods, ? AS tag, ? AS sys) AS r
+  JOIN change_partitions AS p ON p.stream_name = r.s AND p.partition = r.part
+"""
 
 
 def partition_of(values: Sequence[Any], partitions: int) -> int:
@@ -81,6 +102,9 @@ class ChangeStreamWriter:
         self.partition_columns = dict(partition_columns)
         self.scope = scope
         self._definitions: list[StreamDefinition] | None = None
+        # per table: its key columns and each column's type code, computed once
+        self._keys = {n: [c.name for c in t.primary_key.columns] for n, t in self.tables.items()}
+        self._codes = {n: {c.name: type_code(c) for c in t.columns} for n, t in self.tables.items()}
 
     def reload(self) -> None:
         """Forget the cached definitions (after a migration changed them)."""
@@ -97,14 +121,21 @@ class ChangeStreamWriter:
         """Insert the records of `capture` for every stream; returns how many."""
         if not capture.mods:
             return 0
-        rows: list[dict[str, Any]] = []
+        rows: list[tuple[Any, ...]] = []
         for stream in self.definitions(conn):
             mods = [m for m in capture.mods if self._records(stream, capture, m)]
             if mods:
                 rows.extend(self._record_rows(stream, capture, mods, now_ns))
         if not rows:
             return 0
-        conn.execute(_INSERT_RECORDS, rows)
+        # Straight to the driver: this runs in every eventing commit, and building the
+        # statement through SQLAlchemy cost more than the database's work.
+        if conn.dialect.name == "postgresql":
+            conn.exec_driver_sql(_INSERT_POSTGRES, rows)
+        else:
+            inserted = conn.exec_driver_sql(_INSERT_SQLITE, rows).rowcount
+            if inserted != len(rows):
+                raise RuntimeError("a change stream partition row is missing; recreate the stream")
         return len(rows)
 
     def _records(self, stream: StreamDefinition, capture: Capture, mod: Mod) -> bool:
@@ -119,10 +150,8 @@ class ChangeStreamWriter:
 
     def _record_rows(
         self, stream: StreamDefinition, capture: Capture, mods: list[Mod], now_ns: int
-    ) -> list[dict[str, Any]]:
-        table = self.tables[stream.table]
-        keys = [c.name for c in table.primary_key.columns]
-        codes = {c.name: type_code(c) for c in table.columns}
+    ) -> list[tuple[Any, ...]]:
+        keys, codes = self._keys[stream.table], self._codes[stream.table]
         by_partition: dict[int, dict[ModType, list[dict[str, Any]]]] = {}
         for mod in mods:
             entry = _mod_json(stream, mod, keys, codes)
@@ -144,22 +173,21 @@ class ChangeStreamWriter:
         for sequence, (part, mod_type, entries) in enumerate(groups):
             last_in_partition = sequence + 1 == len(groups) or groups[sequence + 1][0] != part
             rows.append(
-                {
-                    "stream_name": stream.name,
-                    "stream_version": stream.version,
-                    "partition": part,
-                    "position": None,
-                    "commit_ns": now_ns,
-                    "transaction_id": transaction_id,
-                    "record_sequence": sequence,
-                    "is_last_in_partition": last_in_partition,
-                    "records_in_transaction": len(groups),
-                    "partitions_in_transaction": len(by_partition),
-                    "mod_type": int(mod_type),
-                    "mods": json.dumps(entries, separators=(",", ":")),
-                    "transaction_tag": tag,
-                    "is_system_transaction": capture.system,
-                }
+                (
+                    stream.name,
+                    stream.version,
+                    part,
+                    now_ns,
+                    transaction_id,
+                    sequence,
+                    last_in_partition,
+                    len(groups),
+                    len(by_partition),
+                    int(mod_type),
+                    json.dumps(entries, separators=(",", ":")),
+                    tag,
+                    capture.system,
+                )
             )
         return rows
 

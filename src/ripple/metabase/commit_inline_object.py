@@ -53,4 +53,5 @@ def commit_inline_object(
         )
         return store_committed(conn, bucket, new, now, explicit_retention=retention is not None)
 
-    return db.run_write(tx, (tag or TransactionTag()).defaults(operation="put"))
+    tag = (tag or TransactionTag()).defaults(operation="put")
+    return db.run_write(tx, tag, exclude_txn_from_change_streams=False)

@@ -60,4 +60,5 @@ def commit_object(
             conn, bucket, new, db.now(), explicit_retention=retention is not None
         )
 
-    return db.run_write(tx, (tag or TransactionTag()).defaults(operation="put"))
+    tag = (tag or TransactionTag()).defaults(operation="put")
+    return db.run_write(tx, tag, exclude_txn_from_change_streams=False)

@@ -83,4 +83,5 @@ def copy_object(
         )
         return CopyResult(result.object, result.removed, source=src)
 
-    return db.run_write(tx, (tag or TransactionTag()).defaults(operation="copy"))
+    tag = (tag or TransactionTag()).defaults(operation="copy")
+    return db.run_write(tx, tag, exclude_txn_from_change_streams=False)

@@ -148,12 +148,16 @@ class Metabase:
         tag: TransactionTag | None = None,
         *,
         system: bool = False,
-        exclude_txn_from_change_streams: bool = False,
+        exclude_txn_from_change_streams: bool = True,
     ) -> Iterator[Connection]:
         """A write transaction: committed when the block ends, rolled back on an exception.
 
-        Its changes go to the change streams (unless excluded) with `tag`; `system` marks
-        a transaction ripple itself runs (TTL deletes)."""
+        Like every write transaction of the metabase it is excluded from change streams that
+        allow transaction exclusion, unless it is one of the operations that make events
+        (commit, copy, delete, DeleteObjects) and says so with
+        `exclude_txn_from_change_streams=False`; even then only the changes in buckets with
+        eventing are recorded. `tag` is the request context its records carry; `system`
+        marks a transaction ripple itself runs (TTL deletes)."""
         capture = Capture(
             tag, system=system, exclude_txn_from_change_streams=exclude_txn_from_change_streams
         )
@@ -171,6 +175,7 @@ class Metabase:
         tag: TransactionTag | None = None,
         *,
         system: bool = False,
+        exclude_txn_from_change_streams: bool = True,
     ) -> T:
         """Run `fn` in a write transaction, again from the start if a concurrent writer won.
 
@@ -178,7 +183,11 @@ class Metabase:
         """
         for attempt in range(_MAX_ATTEMPTS):
             try:
-                with self.write(tag, system=system) as conn:
+                with self.write(
+                    tag,
+                    system=system,
+                    exclude_txn_from_change_streams=exclude_txn_from_change_streams,
+                ) as conn:
                     return fn(conn)
             except exc.DBAPIError as e:
                 if not _is_write_conflict(e):

@@ -54,7 +54,8 @@ def delete_object(
             insert_rows(conn, [marker])
         return DeleteResult(removed, marker)
 
-    return db.run_write(tx, (tag or TransactionTag()).defaults(operation="delete"))
+    tag = (tag or TransactionTag()).defaults(operation="delete")
+    return db.run_write(tx, tag, exclude_txn_from_change_streams=False)
 
 
 def delete_marker(bucket: Bucket, loc: ObjectLocation, version: int, now: datetime) -> Object:

@@ -40,4 +40,5 @@ def delete_object_version(
         delete_rows(conn, [target])
         return DeleteResult(removed=[target])
 
-    return db.run_write(tx, (tag or TransactionTag()).defaults(operation="delete"))
+    tag = (tag or TransactionTag()).defaults(operation="delete")
+    return db.run_write(tx, tag, exclude_txn_from_change_streams=False)

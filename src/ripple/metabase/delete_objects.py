@@ -131,7 +131,8 @@ def delete_objects(
         insert_rows(conn, inserted)
         return DeleteObjectsResult([] if quiet else deleted, item_errors, removed)
 
-    return db.run_write(tx, (tag or TransactionTag()).defaults(operation="delete-objects"))
+    tag = (tag or TransactionTag()).defaults(operation="delete-objects")
+    return db.run_write(tx, tag, exclude_txn_from_change_streams=False)
 
 
 def _parse(items: Sequence[DeleteObjectsItem]) -> tuple[list[_Item], list[DeleteObjectsError]]:

@@ -115,4 +115,6 @@ def _expire_bucket(
         delete_rows(conn, doomed)
         return len(doomed), locked
 
-    return db.run_write(tx, TTL_DELETE, system=True)
+    # not excluded as a transaction: a TTL delete is the database's own change, which
+    # only a stream's `exclude_ttl_deletes` leaves out
+    return db.run_write(tx, TTL_DELETE, system=True, exclude_txn_from_change_streams=False)
