@@ -243,15 +243,16 @@ def _tail(
         if not 0 <= p < count:
             raise ChangeStreamError(f"--partition {p}: the stream has partitions 0 to {count - 1}")
     saved = reader.offsets(consumer) if consumer else {}
-    if since is not None:
-        since_ns = parse_since(since)
-        after = {p: reader.start_after(p, since_ns) for p in chosen}
-    elif consumer and saved:
-        after = {p: saved.get(p, 0) for p in chosen}
-    elif follow:
-        after = {p: reader.end(p) for p in chosen}
-    else:
-        after = dict.fromkeys(chosen, 0)
+    since_ns = None if since is None else parse_since(since)
+    after: dict[int, int] = {}
+    for p in chosen:
+        # where this partition starts: after --since, never before what the consumer saw
+        if since_ns is not None:
+            after[p] = max(reader.start_after(p, since_ns), saved.get(p, 0))
+        elif p in saved:
+            after[p] = saved[p]
+        else:
+            after[p] = reader.end(p) if follow else 0
     if follow:
         records: Iterable[dict[str, Any]] = reader.follow(
             chosen, after, heartbeat_seconds=heartbeat

@@ -1,0 +1,379 @@
+"""Reading never skips a committed record (PostgreSQL, where transactions commit out of the
+order in which they inserted their records).
+
+Writer transactions are held up between inserting their change records and sending
+COMMIT (an engine "commit" listener: it fires after `flush`, just before the driver
+commits), while a reader polls every partition after the last position it read.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import itertools
+import random
+import threading
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import Any
+
+import pytest
+import sqlalchemy as sa
+
+from ripple.changestream.reader import ChangeStreamReader
+from ripple.changestream.schema import change_records
+from ripple.changestream.writer import partition_of
+from ripple.events import timestamp_ns
+from ripple.metabase import (
+    BucketLocation,
+    Metabase,
+    ObjectLocation,
+    commit_inline_object,
+    create_bucket,
+    create_project,
+)
+from tests.changestream.conftest import Eventing
+
+pytestmark = pytest.mark.postgresql
+
+PARTITIONS = 4
+WRITERS = 8
+WRITES_PER_WRITER = 15
+JOIN_TIMEOUT = 60.0
+
+
+@pytest.fixture
+def pg(postgres_db: Metabase) -> Metabase:
+    return postgres_db
+
+
+@pytest.fixture
+def eventing(pg: Metabase) -> Eventing:  # overrides the `db`-based fixture: PostgreSQL only
+    return Eventing(pg)
+
+
+@contextmanager
+def commit_hook(db: Metabase, hook: Callable[[Any], None]) -> Iterator[None]:
+    """`hook(connection)` runs in every commit of the metabase's engines, before COMMIT."""
+    sa.event.listen(db.engine, "commit", hook)
+    try:
+        yield
+    finally:
+        sa.event.remove(db.engine, "commit", hook)
+
+
+def buckets_by_partition(
+    db: Metabase, eventing: Eventing, project_id: Any, wanted: dict[int, int]
+) -> dict[int, list[str]]:
+    """`wanted[p]` new buckets with eventing whose records go to partition `p`."""
+    found: dict[int, list[str]] = {p: [] for p in wanted}
+    for i in itertools.count():
+        name = f"bucket-{i:04d}"
+        p = partition_of([project_id, name], PARTITIONS)
+        if p in found and len(found[p]) < wanted[p]:
+            create_bucket(db, BucketLocation(project_id, name))
+            eventing.enable(project_id, name)
+            found[p].append(name)
+        if all(len(found[q]) == wanted[q] for q in wanted):
+            return found
+    raise AssertionError("unreachable")
+
+
+def put(db: Metabase, project_id: Any, bucket: str, key: str) -> None:
+    data = key.encode()
+    commit_inline_object(
+        db, ObjectLocation(project_id, bucket, key), data, etag=hashlib.md5(data).hexdigest()
+    )
+
+
+def all_positions(db: Metabase) -> list[tuple[int, int]]:
+    c = change_records.c
+    with db.read() as conn:
+        rows = conn.execute(
+            sa.select(c.partition, c.position)
+            .where(c.stream_name == "bucket_eventing")
+            .order_by(c.partition, c.position)
+        ).all()
+    return [(r.partition, r.position) for r in rows]
+
+
+def key_of(record: dict[str, Any]) -> str:
+    (mod,) = record["mods"]
+    key = mod["keys"]["object_key"]
+    assert isinstance(key, str)
+    return key
+
+
+@dataclass
+class Reader:
+    """Polls every partition after the last position it read, until told to stop and a
+    final pass over all partitions finds nothing."""
+
+    reader: ChangeStreamReader
+    seen: dict[int, list[dict[str, Any]]] = field(
+        default_factory=lambda: {p: [] for p in range(PARTITIONS)}
+    )
+    stop: threading.Event = field(default_factory=threading.Event)
+    error: BaseException | None = None
+    passes: int = 0
+
+    def run(self) -> None:
+        try:
+            last = dict.fromkeys(range(PARTITIONS), 0)
+            while True:
+                stopping = self.stop.is_set()  # read before the pass: a final pass is whole
+                found = False
+                for p in range(PARTITIONS):
+                    records = self.reader.read(p, last[p], limit=7)
+                    if records:
+                        found = True
+                        self.seen[p].extend(records)
+                        last[p] = records[-1]["position"]
+                self.passes += 1
+                if stopping and not found:
+                    return
+        except BaseException as e:  # reported by the test
+            self.error = e
+
+
+def test_concurrent_writers_and_a_polling_reader(pg: Metabase, eventing: Eventing) -> None:
+    project = create_project(pg, "no-skip")
+    # three buckets in one partition, so its writers contend; the others spread out
+    buckets = buckets_by_partition(pg, eventing, project.id, {0: 3, 1: 1, 2: 1, 3: 1})
+    targets = [b for p in sorted(buckets) for b in buckets[p]]
+    partition = {b: p for p, names in buckets.items() for b in names}
+
+    local = threading.local()
+    hook_started: dict[str, float] = {}
+    commit_returned: dict[str, float] = {}
+    errors: list[BaseException] = []
+
+    def slow_commit(_conn: Any) -> None:
+        key = getattr(local, "key", None)
+        if key is None:  # not one of the writers' transactions
+            return
+        hook_started[key] = time.monotonic()  # the last attempt's, if it was retried
+        time.sleep(random.uniform(0, 0.02))
+
+    def writer(n: int) -> None:
+        rng = random.Random(n)
+        try:
+            for i in range(WRITES_PER_WRITER):
+                key = f"w{n}/k{i}"
+                local.key = key
+                put(pg, project.id, rng.choice(targets), key)
+                commit_returned[key] = time.monotonic()
+                local.key = None
+        except BaseException as e:
+            errors.append(e)
+
+    polling = Reader(ChangeStreamReader(pg.engine, "bucket_eventing", write_engine=pg.writer))
+    reader_thread = threading.Thread(target=polling.run, name="reader")
+    writers = [threading.Thread(target=writer, args=(n,), name=f"w{n}") for n in range(WRITERS)]
+    with commit_hook(pg, slow_commit):
+        reader_thread.start()
+        for t in writers:
+            t.start()
+        for t in writers:
+            t.join(JOIN_TIMEOUT)
+        assert not any(t.is_alive() for t in writers), "a writer hangs"
+        polling.stop.set()
+        reader_thread.join(JOIN_TIMEOUT)
+        assert not reader_thread.is_alive(), "the reader hangs"
+    assert errors == []
+    assert polling.error is None, polling.error
+    assert polling.passes > 1
+
+    # every record in the table, exactly once
+    table = all_positions(pg)
+    read = [(p, r["position"]) for p in range(PARTITIONS) for r in polling.seen[p]]
+    assert sorted(read) == table
+    assert len(set(read)) == len(read)
+    assert len(table) == WRITERS * WRITES_PER_WRITER
+
+    # per partition: positions 1..N in the order read, commit timestamps increasing
+    records_of: dict[str, dict[str, Any]] = {}
+    for p, records in polling.seen.items():
+        assert [r["position"] for r in records] == list(range(1, len(records) + 1)), p
+        stamps = [timestamp_ns(r["commit_timestamp"]) for r in records]
+        assert all(x < y for x, y in itertools.pairwise(stamps)), p
+        for r in records:
+            assert r["partition"] == p
+            records_of[key_of(r)] = r
+
+    # every write was read, in its bucket's partition
+    assert set(records_of) == set(commit_returned)
+    for key, record in records_of.items():
+        (mod,) = record["mods"]
+        assert partition[mod["keys"]["bucket_name"]] == record["partition"], key
+    assert {r["partition"] for r in records_of.values()} == set(range(PARTITIONS))
+
+    # real-time order: a transaction that committed before another began to commit has
+    # the lower position in their common partition
+    checked = 0
+    for first, second in itertools.permutations(records_of, 2):
+        a, b = records_of[first], records_of[second]
+        if a["partition"] != b["partition"]:
+            continue
+        if commit_returned[first] < hook_started[second]:
+            checked += 1
+            assert a["position"] < b["position"], (first, second)
+    assert checked > 0
+
+
+@dataclass
+class Writer:
+    """A writer in its own thread whose commit can be held up in the commit hook."""
+
+    name: str
+    run: Callable[[], None]
+    hold: bool = False
+    in_hook: threading.Event = field(default_factory=threading.Event)
+    release: threading.Event = field(default_factory=threading.Event)
+    done: threading.Event = field(default_factory=threading.Event)
+    error: BaseException | None = None
+    thread: threading.Thread | None = None
+
+    def start(self, local: threading.local) -> None:
+        def body() -> None:
+            local.writer = self
+            try:
+                self.run()
+            except BaseException as e:
+                self.error = e
+            finally:
+                local.writer = None
+                self.done.set()
+
+        self.thread = threading.Thread(target=body, name=self.name)
+        self.thread.start()
+
+    def join(self) -> None:
+        assert self.thread is not None
+        self.thread.join(JOIN_TIMEOUT)
+        assert not self.thread.is_alive(), f"{self.name} hangs"
+        assert self.error is None, self.error
+
+
+def waiting_on_a_lock(db: Metabase) -> int:
+    """How many other sessions of this database wait for a lock."""
+    with db.engine.connect() as conn:
+        return int(
+            conn.exec_driver_sql(
+                "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() "
+                "AND pid <> pg_backend_pid() AND wait_event_type = 'Lock'"
+            ).scalar_one()
+        )
+
+
+def wait_for(condition: Callable[[], bool], what: str, timeout: float = 20.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting until {what}")
+        time.sleep(0.01)
+
+
+@pytest.fixture
+def pair(pg: Metabase, eventing: Eventing) -> tuple[Metabase, list[str], Any]:
+    """Two eventing buckets in the same partition (0)."""
+    project = create_project(pg, "no-skip")
+    buckets = buckets_by_partition(pg, eventing, project.id, {0: 2})
+    return pg, buckets[0], project.id
+
+
+def test_a_later_insert_that_commits_first_is_read_first_and_the_earlier_is_not_lost(
+    pair: tuple[Metabase, list[str], Any],
+) -> None:
+    """A inserts its record, then stalls before COMMIT; B (same partition) inserts and
+    commits meanwhile. B's record has the higher row id but commits first: it must get the
+    lower position, and a reader that already read B must still get A."""
+    db, (bucket_a, bucket_b), project_id = pair
+    reader = ChangeStreamReader(db.engine, "bucket_eventing", write_engine=db.writer)
+    local = threading.local()
+
+    def hook(_conn: Any) -> None:
+        writer = getattr(local, "writer", None)
+        if writer is not None and writer.hold:
+            writer.in_hook.set()
+            assert writer.release.wait(JOIN_TIMEOUT), "never released"
+
+    a = Writer("A", lambda: put(db, project_id, bucket_a, "a"), hold=True)
+    b = Writer("B", lambda: put(db, project_id, bucket_b, "b"))
+    with commit_hook(db, hook):
+        try:
+            a.start(local)
+            assert a.in_hook.wait(JOIN_TIMEOUT), "A never reached its commit"
+            assert reader.read(0, 0) == []
+            b.start(local)
+            b.join()  # B is not held up by A, which has not begun to commit
+
+            (first,) = reader.read(0, 0)
+            assert key_of(first) == "b"
+            assert first["position"] == 1
+            last = first["position"]
+            beat = reader.heartbeat(0, last)
+            assert beat is not None
+        finally:
+            a.release.set()
+        a.join()
+
+    (second,) = reader.read(0, last)
+    assert key_of(second) == "a"
+    assert second["position"] == 2
+    assert timestamp_ns(second["commit_timestamp"]) > timestamp_ns(
+        beat["heartbeat_record"]["timestamp"]
+    )
+    # The dangerous case indeed: A's record row was inserted before B's.
+    c = change_records.c
+    with db.read() as conn:
+        ids: dict[int, int] = dict(
+            conn.execute(sa.select(c.position, c.id).where(c.partition == 0)).all()
+        )
+    assert ids[2] < ids[1]
+
+
+def test_a_committing_transaction_holds_its_partition_until_it_has_committed(
+    pair: tuple[Metabase, list[str], Any],
+) -> None:
+    """A takes its position (its commit trigger runs now, as at COMMIT) and stalls before
+    COMMIT completes; B (same partition) must wait for A at its own COMMIT, and a reader
+    sees neither until A is released: then A before B."""
+    db, (bucket_a, bucket_b), project_id = pair
+    reader = ChangeStreamReader(db.engine, "bucket_eventing", write_engine=db.writer)
+    local = threading.local()
+
+    def hook(conn: Any) -> None:
+        writer = getattr(local, "writer", None)
+        if writer is None:
+            return
+        if writer.hold:
+            # Run the deferred commit trigger now: A takes its position and the partition
+            # row, as inside COMMIT, then stalls before the COMMIT itself.
+            conn.connection.driver_connection.execute("SET CONSTRAINTS ALL IMMEDIATE")
+            writer.in_hook.set()
+            assert writer.release.wait(JOIN_TIMEOUT), "never released"
+        else:
+            writer.in_hook.set()
+
+    a = Writer("A", lambda: put(db, project_id, bucket_a, "a"), hold=True)
+    b = Writer("B", lambda: put(db, project_id, bucket_b, "b"))
+    with commit_hook(db, hook):
+        try:
+            a.start(local)
+            assert a.in_hook.wait(JOIN_TIMEOUT), "A never reached its commit"
+            b.start(local)
+            assert b.in_hook.wait(JOIN_TIMEOUT), "B never reached its commit"
+            wait_for(lambda: waiting_on_a_lock(db) >= 1, "B waits for A's partition row")
+            assert not b.done.is_set(), "B committed while A held the partition"
+            assert reader.read(0, 0) == []
+        finally:
+            a.release.set()
+        a.join()
+        b.join()
+
+    records = reader.read(0, 0)
+    assert [(key_of(r), r["position"]) for r in records] == [("a", 1), ("b", 2)]
+    stamps = [timestamp_ns(r["commit_timestamp"]) for r in records]
+    assert stamps[0] < stamps[1]
