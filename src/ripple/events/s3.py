@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import uuid
+from collections import defaultdict
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
@@ -42,6 +43,7 @@ EVENT_VERSION: Final = "2.1"
 S3_SCHEMA_VERSION: Final = "1.0"
 _TABLE: Final = "objects"
 _VERSIONED_STATUSES: Final = frozenset({STATUS_COMMITTED_VERSIONED, STATUS_DELETE_MARKER_VERSIONED})
+_NULL_STATUSES: Final = frozenset(COMMITTED_STATUSES) - _VERSIONED_STATUSES  # 3 and 6
 
 
 @dataclass(frozen=True)
@@ -121,7 +123,7 @@ def s3_events(
             project_id = str(keys["project_id"])
             bucket = str(keys["bucket_name"])
             key = str(keys["object_key"])
-            if mod_type == "DELETE" and (project_id, bucket, key) in replaced:
+            if mod_type == "DELETE" and (project_id, bucket, key) in replaced[status]:
                 continue  # an overwrite: S3 reports only the new object or delete marker
             seq = sequencer(commit_ns, len(events))
             obj: dict[str, Any] = {"key": encode_key(key)}
@@ -202,20 +204,31 @@ def _version_id(
     return None
 
 
-def _replaced_locations(records: Sequence[Mapping[str, Any]]) -> set[tuple[str, str, str]]:
-    """(project, bucket, key) of every committed row the transaction inserts."""
-    found: set[tuple[str, str, str]] = set()
+def _replaced_locations(
+    records: Sequence[Mapping[str, Any]],
+) -> dict[int | None, set[tuple[str, str, str]]]:
+    """Per old status, the (project, bucket, key) whose DELETE of that status is an overwrite.
+
+    A `null` version (status 3 or 6) the transaction deletes is replaced when it inserts a new
+    `null` version of the key; other versions it deletes are real deletes. A DELETE without
+    old values (NEW_ROW / NEW_VALUES capture) counts as replaced by any committed row."""
+    null: set[tuple[str, str, str]] = set()
+    committed: set[tuple[str, str, str]] = set()
     for record in records:
         if record.get("mod_type") != "INSERT" or record.get("table_name", _TABLE) != _TABLE:
             continue
         for mod in record.get("mods") or ():
             status = _optional_int((mod.get("new_values") or {}).get("status"))
+            keys = mod["keys"]
+            where = (str(keys["project_id"]), str(keys["bucket_name"]), str(keys["object_key"]))
             if status in COMMITTED_STATUSES:
-                keys = mod["keys"]
-                found.add(
-                    (str(keys["project_id"]), str(keys["bucket_name"]), str(keys["object_key"]))
-                )
-    return found
+                committed.add(where)
+            if status in _NULL_STATUSES:
+                null.add(where)
+    replaced: dict[int | None, set[tuple[str, str, str]]] = defaultdict(set)
+    replaced.update(dict.fromkeys(_NULL_STATUSES, null))
+    replaced[None] = committed
+    return replaced
 
 
 def _owner_lookup(owners: Mapping[str, str] | Callable[[str], str]) -> Callable[[str], str]:

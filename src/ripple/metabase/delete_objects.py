@@ -224,6 +224,7 @@ class _View:
         self.now = db.now()
         self.top = top
         self.original = {(r.object_key, r.version): r for r in rows}
+        self.removed: list[Object] = []  # in the order the items removed them
         self.by_key: dict[str, dict[int, Object]] = {}
         for r in rows:
             self.by_key.setdefault(r.object_key, {})[r.version] = r
@@ -275,10 +276,15 @@ class _View:
 
     def _remove(self, row: Object) -> None:
         del self.by_key[row.object_key][row.version]
+        self.removed.append(row)
 
     def changes(self) -> tuple[list[Object], list[Object]]:
         """(rows to delete, rows to insert) that turn the database into the view."""
         now = {(k, v): r for k, versions in self.by_key.items() for v, r in versions.items()}
-        removed = [r for pos, r in self.original.items() if pos not in now]
+        removed = [
+            r
+            for r in self.removed
+            if (r.object_key, r.version) in self.original and (r.object_key, r.version) not in now
+        ]
         inserted = [r for pos, r in now.items() if pos not in self.original]
         return removed, inserted
