@@ -2,8 +2,8 @@
 order in which they inserted their records).
 
 Writer transactions are held up between inserting their change records and sending
-COMMIT (an engine "commit" listener: it fires after `flush`, just before the driver
-commits), while a reader polls every partition after the last position it read.
+COMMIT (`Metabase.before_commit` hooks), while a reader polls every partition after the last
+position it read; and, without hooks, they send records and COMMIT in one pipeline.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ import random
 import threading
 import time
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -55,12 +55,13 @@ def eventing(pg: Metabase) -> Eventing:  # overrides the `db`-based fixture: Pos
 
 @contextmanager
 def commit_hook(db: Metabase, hook: Callable[[Any], None]) -> Iterator[None]:
-    """`hook(connection)` runs in every commit of the metabase's engines, before COMMIT."""
-    sa.event.listen(db.engine, "commit", hook)
+    """`hook(connection)` runs in every write transaction of `db`, after its change records
+    are written and before COMMIT."""
+    db.before_commit.append(hook)
     try:
         yield
     finally:
-        sa.event.remove(db.engine, "commit", hook)
+        db.before_commit.remove(hook)
 
 
 def buckets_by_partition(
@@ -137,7 +138,10 @@ class Reader:
             self.error = e
 
 
-def test_concurrent_writers_and_a_polling_reader(pg: Metabase, eventing: Eventing) -> None:
+@pytest.mark.parametrize("held", [True, False], ids=["held-before-commit", "pipelined"])
+def test_concurrent_writers_and_a_polling_reader(
+    pg: Metabase, eventing: Eventing, held: bool
+) -> None:
     project = create_project(pg, "no-skip")
     # three buckets in one partition, so its writers contend; the others spread out
     buckets = buckets_by_partition(pg, eventing, project.id, {0: 3, 1: 1, 2: 1, 3: 1})
@@ -162,6 +166,8 @@ def test_concurrent_writers_and_a_polling_reader(pg: Metabase, eventing: Eventin
             for i in range(WRITES_PER_WRITER):
                 key = f"w{n}/k{i}"
                 local.key = key
+                if not held:  # no hook: the transaction starts no earlier than this
+                    hook_started[key] = time.monotonic()
                 put(pg, project.id, rng.choice(targets), key)
                 commit_returned[key] = time.monotonic()
                 local.key = None
@@ -171,7 +177,7 @@ def test_concurrent_writers_and_a_polling_reader(pg: Metabase, eventing: Eventin
     polling = Reader(ChangeStreamReader(pg.engine, "bucket_eventing", write_engine=pg.writer))
     reader_thread = threading.Thread(target=polling.run, name="reader")
     writers = [threading.Thread(target=writer, args=(n,), name=f"w{n}") for n in range(WRITERS)]
-    with commit_hook(pg, slow_commit):
+    with commit_hook(pg, slow_commit) if held else nullcontext():
         reader_thread.start()
         for t in writers:
             t.start()

@@ -300,7 +300,7 @@ def test_records_go_to_the_partition_of_their_bucket(scene: Scene) -> None:
 
 
 def test_a_rolled_back_transaction_leaves_no_record_and_takes_no_position(
-    db: Metabase, scene: Scene, monkeypatch: pytest.MonkeyPatch
+    db: Metabase, scene: Scene
 ) -> None:
     bucket = scene.bucket("photos")
     p = scene.partition(bucket)
@@ -329,16 +329,16 @@ def test_a_rolled_back_transaction_leaves_no_record_and_takes_no_position(
         write_then_fail("gone-1")
 
     # Also after the records were inserted (on SQLite their positions already taken).
-    flush = db.changestreams.flush
-
-    def flush_then_fail(*args: Any, **kwargs: Any) -> int:
-        assert flush(*args, **kwargs) > 0
+    def fail_before_commit(conn: sa.Connection) -> None:
+        assert conn.execute(sa.select(sa.func.count()).select_from(change_records)).scalar() == 2
         raise Boom
 
-    monkeypatch.setattr(db.changestreams, "flush", flush_then_fail)
-    with pytest.raises(Boom), db.write(exclude_txn_from_change_streams=False) as conn:
-        insert_rows(conn, [row("gone-2")])
-    monkeypatch.undo()
+    db.before_commit.append(fail_before_commit)
+    try:
+        with pytest.raises(Boom), db.write(exclude_txn_from_change_streams=False) as conn:
+            insert_rows(conn, [row("gone-2")])
+    finally:
+        db.before_commit.remove(fail_before_commit)
     scene.put(bucket, "kept-2")
 
     records = scene.reader.read(p, 0)

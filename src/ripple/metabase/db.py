@@ -112,6 +112,10 @@ class Metabase:
         self.writer = self.engine.execution_options(**{_WRITE_OPTION: True})
         self.clock: Callable[[], datetime] = lambda: datetime.now(UTC)
         self.eventing: Eventing = eventing or (lambda _project, _bucket: False)
+        # Called in each write transaction after its change records are written and before
+        # it commits (tests hold transactions there). With none, PostgreSQL sends the records
+        # and the COMMIT together.
+        self.before_commit: list[Callable[[Connection], None]] = []
         self.changestreams = ChangeStreamWriter(
             {"objects": objects}, {"objects": ("project_id", "bucket_name")}, self._in_scope
         )
@@ -165,7 +169,13 @@ class Metabase:
             attach(conn, capture)
             try:
                 yield conn
-                self.changestreams.flush(conn, capture, datetime_ns(self.now()))
+                now_ns = datetime_ns(self.now())
+                if self.before_commit:
+                    self.changestreams.flush(conn, capture, now_ns)
+                    for hook in self.before_commit:
+                        hook(conn)
+                else:
+                    self.changestreams.flush(conn, capture, now_ns, commit=True)
             finally:
                 detach(conn)
 
