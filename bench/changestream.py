@@ -158,12 +158,7 @@ def read_all(url: str) -> tuple[int, float]:
     db = Metabase(url)
     reader = ChangeStreamReader(db.engine)
     start = time.perf_counter()
-    count = 0
-    for p in range(reader.partitions()):
-        position = 0
-        while records := reader.read(p, position, 5000):
-            count += len(records)
-            position = records[-1]["position"]
+    count = sum(1 for p in range(reader.partitions()) for _ in reader.drain(p, limit=5000))
     elapsed = time.perf_counter() - start
     db.dispose()
     return count, elapsed

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import itertools
 import json
 import sys
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
@@ -258,7 +259,7 @@ def _tail(
             chosen, after, heartbeat_seconds=heartbeat
         )
     else:
-        records = _drain(reader, chosen, after)
+        records = itertools.chain.from_iterable(reader.drain(p, after[p]) for p in chosen)
     groups = transactions(records)
     owners = ProjectOwners(metabase)
     event_settings = EventSettings(region=settings.region)
@@ -276,16 +277,6 @@ def _tail(
         last = group[-1]
         if consumer and "position" in last:
             reader.commit_offsets(consumer, {last["partition"]: last["position"]})
-
-
-def _drain(
-    reader: ChangeStreamReader, partitions: list[int], after: dict[int, int]
-) -> Iterator[dict[str, Any]]:
-    for p in partitions:
-        position = after[p]
-        while records := reader.read(p, position):
-            yield from records
-            position = records[-1]["position"]
 
 
 @changestream.command("prune")

@@ -35,13 +35,7 @@ def eventing(db: Metabase) -> Eventing:
 def read_all(db: Metabase, stream: str = "bucket_eventing") -> list[dict[str, Any]]:
     """Every record of `stream`, partition by partition, in position order."""
     reader = ChangeStreamReader(db.engine, stream, write_engine=db.writer)
-    out: list[dict[str, Any]] = []
-    for p in range(reader.partitions()):
-        position = 0
-        while records := reader.read(p, position):
-            out.extend(records)
-            position = records[-1]["position"]
-    return out
+    return [record for p in range(reader.partitions()) for record in reader.drain(p)]
 
 
 def tag_of(record: dict[str, Any]) -> dict[str, Any]:

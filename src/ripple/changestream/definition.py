@@ -54,17 +54,19 @@ class ModType(enum.IntEnum):
     DELETE = 3
 
 
+def parse_duration(value: str) -> timedelta | None:
+    """`7d`, `36h`, `15m`, `86400s` as a timedelta; None if it is not one."""
+    match = _DURATION.match(value.strip())
+    return None if match is None else timedelta(**{_UNITS[match[2]]: int(match[1])})
+
+
 def parse_retention(value: str | timedelta) -> timedelta:
     """`7d`, `36h`, `10080m`, `86400s` or a timedelta; 1 to 30 days."""
-    if isinstance(value, timedelta):
-        period = value
-    else:
-        match = _DURATION.match(value.strip())
-        if not match:
-            raise ChangeStreamError(
-                f"retention_period {value!r} is not a duration: use e.g. '1d', '36h' or '7d'"
-            )
-        period = timedelta(**{_UNITS[match[2]]: int(match[1])})
+    period = value if isinstance(value, timedelta) else parse_duration(value)
+    if period is None:
+        raise ChangeStreamError(
+            f"retention_period {value!r} is not a duration: use e.g. '1d', '36h' or '7d'"
+        )
     if not MIN_RETENTION <= period <= MAX_RETENTION:
         raise ChangeStreamError(
             f"retention_period {format_retention(period)} is out of range: 1 to 30 days"
@@ -89,6 +91,11 @@ class StreamOptions:
     allow_txn_exclusion: bool = False
     value_capture_type: ValueCaptureType = ValueCaptureType.OLD_AND_NEW_VALUES
     retention_period: timedelta = DEFAULT_RETENTION
+
+    @property
+    def retention_ns(self) -> int:
+        """The retention period in nanoseconds (exactly: it is whole seconds)."""
+        return int(self.retention_period.total_seconds()) * 1_000_000_000
 
     def excludes(self, mod_type: ModType) -> bool:
         return {

@@ -70,6 +70,13 @@ class ChangeStreamReader:
             rows = conn.execute(query).all()
             return [self._record(conn, dict(row._mapping)) for row in rows]
 
+    def drain(self, partition: int, after: int = 0, limit: int = 1000) -> Iterator[dict[str, Any]]:
+        """Every record of `partition` after `after` up to the last one committed, read in
+        batches of `limit`."""
+        while records := self.read(partition, after, limit):
+            yield from records
+            after = records[-1]["position"]
+
     def _version(self, conn: sa.Connection, version: int) -> tuple[str, list[dict[str, Any]], str]:
         """Table, column types and value capture type of a definition version (cached)."""
         if version not in self._versions:
@@ -140,7 +147,7 @@ class ChangeStreamReader:
         """The position to read after so reading starts at the first record committed at
         or after `since_ns`. Refused before the retention period."""
         definition = self.definition()
-        oldest = time.time_ns() - int(definition.options.retention_period.total_seconds() * 1e9)
+        oldest = time.time_ns() - definition.options.retention_ns
         if since_ns < oldest:
             raise ChangeStreamError(
                 f"{rfc3339_ns(since_ns)} is before the retention period of {self.stream} "
@@ -211,7 +218,7 @@ class ChangeStreamReader:
         """Delete the records older than the stream's retention period; returns how many."""
         definition = self.definition()
         now_ns = time.time_ns() if now_ns is None else now_ns
-        cutoff = now_ns - int(definition.options.retention_period.total_seconds() * 1e9)
+        cutoff = now_ns - definition.options.retention_ns
         return sum(self._prune(p, cutoff, batch) for p in range(definition.partitions))
 
     def _prune(self, partition: int, cutoff: int, batch: int) -> int:

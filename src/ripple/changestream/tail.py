@@ -3,26 +3,22 @@ messages made from them) of chosen partitions, from a time or a consumer's offse
 
 from __future__ import annotations
 
-import re
 import time
 from collections.abc import Callable, Iterable, Iterator
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from typing import Any
 
-from ripple.changestream.definition import ChangeStreamError
+from ripple.changestream.definition import ChangeStreamError, parse_duration
 from ripple.changestream.values import datetime_ns
-
-_AGO = re.compile(r"^(\d+)([smhd])$")
-_UNITS = {"s": "seconds", "m": "minutes", "h": "hours", "d": "days"}
 
 
 def parse_since(value: str, now: datetime | None = None) -> int:
     """`--since`: an ISO-8601 time (`2026-11-21T10:00:00Z`), or a duration ago (`15m`,
     `2h`, `1d`); UNIX nanoseconds."""
     now = now or datetime.now(UTC)
-    match = _AGO.match(value.strip())
-    if match:
-        return datetime_ns(now - timedelta(**{_UNITS[match[2]]: int(match[1])}))
+    ago = parse_duration(value)
+    if ago is not None:
+        return datetime_ns(now - ago)
     try:
         when = datetime.fromisoformat(value.strip().replace("Z", "+00:00"))
     except ValueError:

@@ -153,8 +153,10 @@ def start_key_write(conn: Connection, loc: ObjectLocation) -> Bucket:
 
 def note_bucket(conn: Connection, bucket: Bucket) -> None:
     """Tell the transaction's change records the versioning of a bucket it writes to."""
-    state = {Versioning.ENABLED: "Enabled", Versioning.SUSPENDED: "Suspended"}
-    capture_of(conn).note_bucket(bucket.name, state.get(bucket.versioning))
+    capture_of(conn).note_bucket(bucket.name, _VERSIONING_NAMES.get(bucket.versioning))
+
+
+_VERSIONING_NAMES = {Versioning.ENABLED: "Enabled", Versioning.SUSPENDED: "Suspended"}
 
 
 def select_rows(
