@@ -145,8 +145,8 @@ def stored_bytes(url: str) -> tuple[int, int]:
         else:
             size = conn.execute(
                 sa.text(
-                    "SELECT sum(pgsize) FROM dbstat "
-                    "WHERE name IN ('change_records', 'change_records_position_key')"
+                    "SELECT sum(pgsize) FROM dbstat WHERE name IN "
+                    "(SELECT name FROM sqlite_schema WHERE tbl_name = 'change_records')"
                 )
             ).scalar_one()
         mods = conn.execute(sa.text("SELECT mods FROM change_records")).scalars().all()

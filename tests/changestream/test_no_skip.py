@@ -289,63 +289,13 @@ def pair(pg: Metabase, eventing: Eventing) -> tuple[Metabase, list[str], Any]:
     return pg, buckets[0], project.id
 
 
-def test_a_later_insert_that_commits_first_is_read_first_and_the_earlier_is_not_lost(
-    pair: tuple[Metabase, list[str], Any],
-) -> None:
-    """A inserts its record, then stalls before COMMIT; B (same partition) inserts and
-    commits meanwhile. B's record has the higher row id but commits first: it must get the
-    lower position, and a reader that already read B must still get A."""
-    db, (bucket_a, bucket_b), project_id = pair
-    reader = ChangeStreamReader(db.engine, "bucket_eventing", write_engine=db.writer)
-    local = threading.local()
-
-    def hook(_conn: Any) -> None:
-        writer = getattr(local, "writer", None)
-        if writer is not None and writer.hold:
-            writer.in_hook.set()
-            assert writer.release.wait(JOIN_TIMEOUT), "never released"
-
-    a = Writer("A", lambda: put(db, project_id, bucket_a, "a"), hold=True)
-    b = Writer("B", lambda: put(db, project_id, bucket_b, "b"))
-    with commit_hook(db, hook):
-        try:
-            a.start(local)
-            assert a.in_hook.wait(JOIN_TIMEOUT), "A never reached its commit"
-            assert reader.read(0, 0) == []
-            b.start(local)
-            b.join()  # B is not held up by A, which has not begun to commit
-
-            (first,) = reader.read(0, 0)
-            assert key_of(first) == "b"
-            assert first["position"] == 1
-            last = first["position"]
-            beat = reader.heartbeat(0, last)
-            assert beat is not None
-        finally:
-            a.release.set()
-        a.join()
-
-    (second,) = reader.read(0, last)
-    assert key_of(second) == "a"
-    assert second["position"] == 2
-    assert timestamp_ns(second["commit_timestamp"]) > timestamp_ns(
-        beat["heartbeat_record"]["timestamp"]
-    )
-    # The dangerous case indeed: A's record row was inserted before B's.
-    c = change_records.c
-    with db.read() as conn:
-        ids: dict[int, int] = dict(
-            conn.execute(sa.select(c.position, c.id).where(c.partition == 0)).all()
-        )
-    assert ids[2] < ids[1]
-
-
 def test_a_committing_transaction_holds_its_partition_until_it_has_committed(
     pair: tuple[Metabase, list[str], Any],
 ) -> None:
-    """A takes its position (its commit trigger runs now, as at COMMIT) and stalls before
-    COMMIT completes; B (same partition) must wait for A at its own COMMIT, and a reader
-    sees neither until A is released: then A before B."""
+    """A takes its position and stalls before its COMMIT; B (same partition) must wait for
+    A as it takes its own position, and a reader sees neither until A is released: then A
+    before B. (Without the hook, taking the position and COMMIT go to the server in one
+    pipeline, so no client is in between.)"""
     db, (bucket_a, bucket_b), project_id = pair
     reader = ChangeStreamReader(db.engine, "bucket_eventing", write_engine=db.writer)
     local = threading.local()
@@ -354,14 +304,9 @@ def test_a_committing_transaction_holds_its_partition_until_it_has_committed(
         writer = getattr(local, "writer", None)
         if writer is None:
             return
+        writer.in_hook.set()  # its records are in, with their positions
         if writer.hold:
-            # Run the deferred commit trigger now: A takes its position and the partition
-            # row, as inside COMMIT, then stalls before the COMMIT itself.
-            conn.connection.driver_connection.execute("SET CONSTRAINTS ALL IMMEDIATE")
-            writer.in_hook.set()
             assert writer.release.wait(JOIN_TIMEOUT), "never released"
-        else:
-            writer.in_hook.set()
 
     a = Writer("A", lambda: put(db, project_id, bucket_a, "a"), hold=True)
     b = Writer("B", lambda: put(db, project_id, bucket_b, "b"))
@@ -370,8 +315,8 @@ def test_a_committing_transaction_holds_its_partition_until_it_has_committed(
             a.start(local)
             assert a.in_hook.wait(JOIN_TIMEOUT), "A never reached its commit"
             b.start(local)
-            assert b.in_hook.wait(JOIN_TIMEOUT), "B never reached its commit"
             wait_for(lambda: waiting_on_a_lock(db) >= 1, "B waits for A's partition row")
+            assert not b.in_hook.is_set(), "B took a position while A held the partition"
             assert not b.done.is_set(), "B committed while A held the partition"
             assert reader.read(0, 0) == []
         finally:

@@ -12,6 +12,8 @@ import pytest
 import sqlalchemy as sa
 
 from ripple.changestream import TransactionTag
+from ripple.changestream.definition import DEFAULT_PARTITIONS
+from ripple.changestream.schema import change_partitions
 from ripple.changestream.writer import partition_of
 from ripple.metabase import (
     BucketLocation,
@@ -291,6 +293,28 @@ def test_rolled_back_transaction_leaves_no_record(world: World, eventing: Eventi
     assert read_all(world.db) == []
     world.put(bucket, "k")
     assert [r["position"] for r in read_all(world.db)] == [1]  # no position was used up
+
+
+def test_a_record_without_its_partition_fails_the_whole_write(
+    world: World, eventing: Eventing
+) -> None:
+    bucket = world.bucket("photos")
+    eventing.enable(world.project.id, "photos")
+    part = partition_of([world.project.id, "photos"], DEFAULT_PARTITIONS)
+    row = {"stream_name": "bucket_eventing", "partition": part}
+    where = sa.text("stream_name = :stream_name AND partition = :partition")
+    with world.db.write() as conn:  # a damaged stream: its partition row is gone
+        conn.execute(sa.delete(change_partitions).where(where), row)
+    try:
+        with pytest.raises((sa.exc.DBAPIError, RuntimeError), match=r"(?i)null|partition"):
+            world.put(bucket, "k")
+    finally:
+        with world.db.write() as conn:
+            conn.execute(
+                sa.insert(change_partitions).values(**row, next_position=0, last_commit_ns=0)
+            )
+    assert world.rows() == []  # the object was not committed without its record
+    assert read_all(world.db) == []
 
 
 def test_read_only_transaction_cannot_set_exclusion(db: Metabase) -> None:

@@ -35,37 +35,10 @@ from ripple.changestream.schema import (
 from ripple.changestream.values import column_types
 from ripple.changestream.writer import load_definitions
 
-# Positions and commit timestamps are taken by a trigger on change_records, while the
-# transaction holds its partition's row (see ripple.changestream.writer): on PostgreSQL a
-# deferred constraint trigger, which runs inside COMMIT; on SQLite, whose writers already
-# hold the one write lock, the INSERT itself reads the partition row and a row trigger moves
-# it on. A transaction (its `transaction_id`) keeps
-# one commit timestamp per partition however many records it has there.
-# (`%%` because the driver formats parameters even when there are none.)
-POSTGRES_TRIGGER = """
-CREATE OR REPLACE FUNCTION ripple_change_record_commit() RETURNS trigger
-LANGUAGE plpgsql AS $$
-DECLARE
-  pos bigint;
-  ts bigint;
-BEGIN
-  UPDATE change_partitions p
-     SET next_position = p.next_position + 1,
-         last_commit_ns = CASE WHEN p.last_transaction = NEW.transaction_id
-                               THEN p.last_commit_ns
-                               ELSE greatest(p.last_commit_ns + 1, NEW.commit_ns) END,
-         last_transaction = NEW.transaction_id
-   WHERE p.stream_name = NEW.stream_name AND p.partition = NEW.partition
-   RETURNING p.next_position, p.last_commit_ns INTO pos, ts;
-  IF NOT FOUND THEN
-    RAISE EXCEPTION 'change stream %% has no partition %%', NEW.stream_name, NEW.partition;
-  END IF;
-  UPDATE change_records SET position = pos, commit_ns = ts WHERE id = NEW.id;
-  RETURN NULL;
-END $$;
-CREATE CONSTRAINT TRIGGER change_records_commit AFTER INSERT ON change_records
-  DEFERRABLE INITIALLY DEFERRED FOR EACH ROW EXECUTE FUNCTION ripple_change_record_commit();
-"""
+# SQLite: the writer's INSERT takes its position and commit timestamp from the partition row
+# (see ripple.changestream.writer); this row trigger moves the row on. A transaction (its
+# `transaction_id`) keeps one commit timestamp per partition however many records it has
+# there. PostgreSQL needs no trigger: the writer's statement moves the row on itself.
 SQLITE_TRIGGER = """
 CREATE TRIGGER change_records_commit AFTER INSERT ON change_records FOR EACH ROW BEGIN
   UPDATE change_partitions
@@ -78,9 +51,8 @@ END
 
 
 def install_commit_trigger(conn: Connection) -> None:
-    if conn.dialect.name == "postgresql":
-        conn.exec_driver_sql(POSTGRES_TRIGGER)
-    else:
+    """The SQLite row trigger that moves a partition on as a record is inserted."""
+    if conn.dialect.name == "sqlite":
         conn.exec_driver_sql(SQLITE_TRIGGER)
 
 

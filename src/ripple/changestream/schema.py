@@ -14,9 +14,6 @@ import sqlalchemy as sa
 
 metadata = sa.MetaData()
 
-# A BIGINT key that SQLite still treats as its rowid (only `INTEGER PRIMARY KEY` is).
-RecordId = sa.BigInteger().with_variant(sa.Integer(), "sqlite")
-
 change_streams = sa.Table(
     "change_streams",
     metadata,
@@ -45,13 +42,13 @@ change_partitions = sa.Table(
 change_records = sa.Table(
     "change_records",
     metadata,
-    sa.Column("id", RecordId, primary_key=True, autoincrement=True),
-    sa.Column("stream_name", sa.String(64), nullable=False),
+    # A record is named by its place: stream, partition, position. Position and commit
+    # timestamp are taken just before COMMIT, under the partition's row lock
+    # (ripple.changestream.writer), and the record is inserted with them.
+    sa.Column("stream_name", sa.String(64), primary_key=True),
+    sa.Column("partition", sa.Integer, primary_key=True, autoincrement=False),
+    sa.Column("position", sa.BigInteger, primary_key=True, autoincrement=False),
     sa.Column("stream_version", sa.Integer, nullable=False),
-    sa.Column("partition", sa.Integer, nullable=False),
-    # Position and commit timestamp are set as the transaction commits (on PostgreSQL by a
-    # deferred trigger, inside COMMIT); until then no reader can see the record anyway.
-    sa.Column("position", sa.BigInteger, nullable=True),
     sa.Column("commit_ns", sa.BigInteger, nullable=False),
     sa.Column("transaction_id", sa.String(32), nullable=False),
     sa.Column("record_sequence", sa.Integer, nullable=False),
@@ -63,14 +60,6 @@ change_records = sa.Table(
     sa.Column("transaction_tag", sa.Text, nullable=False),
     sa.Column("is_system_transaction", sa.Boolean, nullable=False),
 )
-sa.Index(
-    "change_records_position_key",
-    change_records.c.stream_name,
-    change_records.c.partition,
-    change_records.c.position,
-    unique=True,
-)
-
 change_offsets = sa.Table(
     "change_offsets",
     metadata,

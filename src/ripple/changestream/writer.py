@@ -5,13 +5,16 @@ the stream's options and the transaction's exclusion let through, groups them in
 record per partition per mod type (DELETE, UPDATE, INSERT, in that order, which is the
 order the metabase makes them per key), and inserts the records.
 
-Positions and commit timestamps are taken as the transaction commits, under the lock of its
-partition's row in `change_partitions`: positions are dense and follow commit order, so a
-reader never has to guess whether a gap will still be filled, and commit timestamps strictly
-increase within a partition. A trigger does this (`ripple.changestream.ddl`): on PostgreSQL
-a deferred constraint trigger inside COMMIT, so the lock is held for the commit itself and no
-round trip to the client; on SQLite, whose writers queue on `BEGIN IMMEDIATE` anyway, a row
-trigger. The writer itself sends one INSERT.
+Positions and commit timestamps are taken as the last thing before COMMIT, under the lock of
+its partition's row in `change_partitions`, which the transaction then holds until it has
+committed: positions are dense and follow commit order, so a reader never has to guess
+whether a gap will still be filled, and commit timestamps strictly increase within a
+partition. On PostgreSQL one statement per record moves the partition row on and inserts the
+record with its position (rows sorted by stream and partition, so two transactions lock
+partitions in the same order), sent in one pipeline with the COMMIT, so no round trip to the
+client happens while the lock is held. On SQLite, whose writers queue on `BEGIN IMMEDIATE`
+anyway, the INSERT reads the partition row and a row trigger moves it on
+(`ripple.changestream.ddl`). Each record is written once, with its position.
 """
 
 from __future__ import annotations
@@ -41,11 +44,27 @@ _RECORD_COLUMNS = (
     "is_last_in_partition, records_in_transaction, partitions_in_transaction, mod_type, mods, "
     "transaction_tag, is_system_transaction"
 )
-# PostgreSQL: position NULL; the deferred trigger sets it (and the commit timestamp) at COMMIT.
-_INSERT_POSTGRES = (
-    f"INSERT INTO change_records ({_RECORD_COLUMNS}) VALUES "
-    "(%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)"
-)
+# PostgreSQL: take the partition's next position and commit timestamp (one per transaction
+# per partition) and insert the record with them. A missing partition row leaves the position
+# NULL, which the NOT NULL column refuses.
+_INSERT_POSTGRES = f"""
+WITH r (s, v, part, ns, t, seq, last, n, np, mt, mods, tag, sys) AS (
+  VALUES (%s, %s::integer, %s::integer, %s::bigint, %s, %s::integer, %s::boolean,
+          %s::integer, %s::integer, %s::smallint, %s, %s, %s::boolean)),
+p AS (
+  UPDATE change_partitions AS p
+     SET next_position = p.next_position + 1,
+         last_commit_ns = CASE WHEN p.last_transaction = r.t THEN p.last_commit_ns
+                               ELSE greatest(p.last_commit_ns + 1, r.ns) END,
+         last_transaction = r.t
+    FROM r
+   WHERE p.stream_name = r.s AND p.partition = r.part
+  RETURNING p.next_position, p.last_commit_ns)
+INSERT INTO change_records ({_RECORD_COLUMNS}, position)
+SELECT r.s, r.v, r.part, p.last_commit_ns, r.t, r.seq, r.last, r.n, r.np, r.mt, r.mods, r.tag,
+       r.sys, p.next_position
+  FROM r LEFT JOIN p ON true
+"""
 # SQLite: the one writer takes the next position and commit timestamp from the partition row
 # as it inserts; the row trigger then moves the partition row on.
 _INSERT_SQLITE = f"""
@@ -134,6 +153,7 @@ class ChangeStreamWriter:
                 rows.extend(self._record_rows(stream, capture, mods, now_ns))
         if not rows:
             return 0
+        rows.sort(key=lambda row: (row[0], row[2], row[5]))  # stream, partition, sequence
         # Straight to the driver: this runs in every eventing commit, and building the
         # statement through SQLAlchemy cost more than the database's work.
         if conn.dialect.name == "postgresql" and commit:
@@ -236,7 +256,8 @@ def _insert_and_commit(conn: Connection, rows: list[tuple[Any, ...]]) -> None:
     assert isinstance(driver, psycopg.Connection)
     try:
         with driver.pipeline(), driver.cursor() as cursor:
-            cursor.executemany(_INSERT_POSTGRES, rows)
+            for row in rows:  # prepared: planning the statement cost more than running it
+                cursor.execute(_INSERT_POSTGRES, row, prepare=True)
             driver.commit()
     except psycopg.Error as e:  # as SQLAlchemy would raise it, so writers retry conflicts
         raise sa.exc.DBAPIError.instance(_INSERT_POSTGRES, None, e, psycopg.Error) from e
