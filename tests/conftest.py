@@ -22,6 +22,7 @@ from ripple.changestream.schema import change_offsets, change_partitions, change
 from ripple.metabase import Metabase
 from ripple.metabase.migrate import upgrade
 from ripple.metabase.schema import buckets, objects, projects
+from ripple.pipeline.schema import dead_letters, delivery_retries
 
 ADMIN_URL = os.environ.get(
     "RIPPLE_TEST_POSTGRES_URL", "postgresql://postgres@127.0.0.1:5432/postgres"
@@ -79,7 +80,15 @@ def _metabase(url: str) -> Metabase:
 
 def _empty(metabase: Metabase) -> Metabase:
     with metabase.write() as conn:
-        for table in (objects, buckets, projects, change_records, change_offsets):
+        for table in (
+            objects,
+            buckets,
+            projects,
+            change_records,
+            change_offsets,
+            delivery_retries,
+            dead_letters,
+        ):
             conn.execute(sa.delete(table))
         conn.execute(
             sa.update(change_partitions).values(

@@ -36,6 +36,8 @@ def test_every_table_is_created(db: Metabase) -> None:
         "change_partitions",
         "change_records",
         "change_offsets",
+        "delivery_retries",
+        "dead_letters",
         "alembic_version",
     }
 

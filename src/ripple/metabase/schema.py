@@ -99,11 +99,13 @@ sa.Index(
 
 
 def all_metadata() -> sa.MetaData:
-    """Every table the migrations create: the metabase's and the change stream's."""
+    """Every table the migrations create: the metabase's, the change stream's and the
+    pipeline's (imported here only, for the migrations' schema check)."""
     from ripple.changestream.schema import metadata as changestream_metadata
+    from ripple.pipeline.schema import metadata as pipeline_metadata
 
     merged = sa.MetaData()
-    for source in (metadata, changestream_metadata):
+    for source in (metadata, changestream_metadata, pipeline_metadata):
         for table in source.tables.values():
             table.to_metadata(merged)
     return merged
