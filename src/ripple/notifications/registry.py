@@ -21,23 +21,40 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from ripple.events.names import matches
 from ripple.notifications.phase1 import BucketKey
 
 if TYPE_CHECKING:
     from ripple.config import Settings
 
-__all__ = ["PHASE1_CONFIGURATION_ID", "Destination", "Registry"]
+__all__ = ["ALL_EVENTS", "PHASE1_CONFIGURATION_ID", "Destination", "Registry"]
 
 # `s3.configurationId` of the events of a bucket on the phase-1 list.
 PHASE1_CONFIGURATION_ID = "ObjectEvents"
 
 
+# The event types a phase-1 bucket sends: every created and removed event.
+ALL_EVENTS = ("s3:ObjectCreated:*", "s3:ObjectRemoved:*")
+
+
 @dataclass(frozen=True)
 class Destination:
-    """Where a bucket's events go, and the notification configuration that sends them there."""
+    """Where a bucket's events go, and the notification configuration that sends them there:
+    its event types (`s3:ObjectCreated:*` wildcards) and key filters (prefix, suffix)."""
 
     topic: str  # phase 1: a Pub/Sub topic name, `projects/P/topics/T`
     configuration_id: str = PHASE1_CONFIGURATION_ID
+    events: tuple[str, ...] = ALL_EVENTS
+    prefix: str = ""
+    suffix: str = ""
+
+    def wants(self, event_name: str, key: str) -> bool:
+        """Does this notification send an event of this name about this key?"""
+        return (
+            key.startswith(self.prefix)
+            and key.endswith(self.suffix)
+            and any(matches(pattern, event_name) for pattern in self.events)
+        )
 
 
 class Registry:

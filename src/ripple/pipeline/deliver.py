@@ -1,0 +1,215 @@
+"""Delivering a batch's events to their targets, at least once.
+
+Every target of the batch is published to concurrently (each bounds its own in-flight
+requests). Events a target could not take are tried again within the batch, with
+exponential backoff and jitter, a few times; what still fails goes to the target's durable
+retry queue, and the batch completes. Only then does Spark commit the batch's offsets, so a
+crash before that redelivers the batch (at least once). A target whose queue is not empty is
+failing: its new events go straight to the queue, behind the older ones, so one destination
+that is down costs the others nothing. `drain` gives queued events another attempt when they
+are due, and moves them to the dead letters past the target's time-to-live or retry limit.
+Refusals for good (`permanent`) go to the dead letters at once.
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+import threading
+import time
+from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+
+from ripple.pipeline import metrics
+from ripple.pipeline.queue import RetryQueue, delivery_of
+from ripple.targets.base import Delivery, Outcome, Result, Target
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class RetryPolicy:
+    """How hard to try a destination (per destination: `time-to-live`, `max-retries`)."""
+
+    attempts_in_batch: int = 3  # tries within the batch before queueing
+    base_delay_s: float = 0.05  # first backoff; doubles each attempt, with full jitter
+    max_delay_s: float = 60.0  # backoff cap (queue drains)
+    time_to_live_s: float = 24 * 3600.0  # past this since the first failure: dead letter
+    max_retries: int = 1000  # queue attempts before dead letter
+
+    def backoff_s(self, attempt: int, rng: random.Random) -> float:
+        """Delay before attempt `attempt + 1` (attempt counts from 1): exponential, capped,
+        with full jitter so many failed events do not come back at once."""
+        ceiling = min(self.max_delay_s, self.base_delay_s * (2 ** (attempt - 1)))
+        return rng.uniform(ceiling / 2, ceiling)
+
+
+class Deliverer:
+    def __init__(
+        self,
+        targets: Mapping[str, Sequence[Target]],  # topic -> its targets
+        queue: RetryQueue,
+        policies: Mapping[str, RetryPolicy] | None = None,  # per target name
+        *,
+        default_policy: RetryPolicy | None = None,
+        sleep: Callable[[float], None] = time.sleep,
+        seed: int | None = None,
+    ) -> None:
+        self.targets = {topic: list(ts) for topic, ts in targets.items()}
+        self.queue = queue
+        self.policies = dict(policies or {})
+        self.default_policy = default_policy or RetryPolicy()
+        self.sleep = sleep
+        self._rng = random.Random(seed)
+        self._failing: set[str] = set(queue.destinations())
+        self._lock = threading.Lock()
+        names = {t.name for ts in self.targets.values() for t in ts}
+        self._pool = ThreadPoolExecutor(
+            max_workers=max(1, len(names)), thread_name_prefix="deliver"
+        )
+
+    def policy(self, target: Target) -> RetryPolicy:
+        return self.policies.get(target.name, self.default_policy)
+
+    def open(self) -> None:
+        for target in self._all():
+            target.open()
+
+    def close(self) -> None:
+        self._pool.shutdown(wait=True)
+        for target in self._all():
+            target.close()
+
+    def _all(self) -> list[Target]:
+        seen: dict[str, Target] = {}
+        for ts in self.targets.values():
+            for t in ts:
+                seen.setdefault(t.name, t)
+        return list(seen.values())
+
+    # the batch ------------------------------------------------------------------------
+
+    def deliver(self, by_topic: Mapping[str, Sequence[Delivery]]) -> None:
+        """Deliver or queue every event; returns when each is acknowledged or queued.
+        Raises only if an event could be neither (the batch then fails and is redone)."""
+        work: dict[str, tuple[Target, list[Delivery]]] = {}
+        for topic, deliveries in by_topic.items():
+            targets = self.targets.get(topic)
+            if not targets:
+                log.warning("topic %s has no target: %d events not sent", topic, len(deliveries))
+                metrics.EVENTS_LOST.inc(len(deliveries))
+                continue
+            for target in targets:
+                work.setdefault(target.name, (target, []))[1].extend(deliveries)
+        futures = [self._pool.submit(self._deliver, t, ds) for t, ds in work.values()]
+        errors = [f.exception() for f in futures]
+        for error in errors:
+            if error is not None:
+                raise error
+
+    def _deliver(self, target: Target, deliveries: list[Delivery]) -> None:
+        name, policy = target.name, self.policy(target)
+        metrics.PUSH_PENDING.labels(name).inc(len(deliveries))
+        try:
+            if name in self._failing:  # behind the queue: no attempt now
+                self._queue(target, [(d, "queued behind earlier failures") for d in deliveries])
+                return
+            pending = deliveries
+            for attempt in range(1, policy.attempts_in_batch + 1):
+                results = target.publish(pending)
+                retry = self._settle(target, pending, results)
+                if not retry:
+                    return
+                if attempt == policy.attempts_in_batch:
+                    self._queue(target, retry)
+                    return
+                self.sleep(policy.backoff_s(attempt, self._rng))
+                pending = [d for d, _ in retry]
+        finally:
+            metrics.PUSH_PENDING.labels(name).dec(len(deliveries))
+
+    def _settle(
+        self, target: Target, deliveries: Sequence[Delivery], results: Sequence[Result]
+    ) -> list[tuple[Delivery, str]]:
+        """Count the results, bury the permanent failures; return the ones to retry."""
+        if len(results) != len(deliveries):
+            raise RuntimeError(f"target {target.name} answered {len(results)} of {len(deliveries)}")
+        retry, dead = [], []
+        ok = 0
+        for delivery, result in zip(deliveries, results, strict=True):
+            if result.outcome is Outcome.OK:
+                ok += 1
+            elif result.outcome is Outcome.PERMANENT:
+                dead.append((delivery, result.error or "refused"))
+            else:
+                retry.append((delivery, result.error or "failed"))
+        metrics.PUSH_OK.labels(target.name).inc(ok)
+        metrics.PUSH_FAIL.labels(target.name).inc(len(retry) + len(dead))
+        if dead:
+            self.queue.bury(target.name, dead)
+            metrics.DEADLETTER.labels(target.name).inc(len(dead))
+            log.warning("%s refused %d events: %s", target.name, len(dead), dead[0][1])
+        return retry
+
+    def _queue(self, target: Target, failed: list[tuple[Delivery, str]]) -> None:
+        policy = self.policy(target)
+        now = time.time_ns()
+        due = now + int(policy.backoff_s(1, self._rng) * 1e9)
+        with self._lock:
+            self.queue.enqueue(target.name, failed, due, now)
+            self._failing.add(target.name)
+        metrics.RETRY_QUEUE_LENGTH.labels(target.name).set(self.queue.length(target.name))
+        log.warning("%s: %d events queued for retry: %s", target.name, len(failed), failed[0][1])
+
+    # the retry queues ------------------------------------------------------------------
+
+    def drain(self, now_ns: int | None = None, limit: int = 500) -> int:
+        """Try every failing target's due queued events once; returns how many were
+        delivered. A target whose queue empties is healthy again."""
+        queued = set(self.queue.destinations())  # the queue, not memory, says who is failing
+        delivered = 0
+        for target in self._all():
+            if target.name in queued:
+                delivered += self._drain(target, now_ns or time.time_ns(), limit)
+        return delivered
+
+    def _drain(self, target: Target, now_ns: int, limit: int) -> int:
+        policy = self.policy(target)
+        due = self.queue.due(target.name, now_ns, limit)
+        expired = [
+            (e, f"expired after {e.attempts} attempts: {e.error}")
+            for e in due
+            if now_ns - e.first_failed_ns > policy.time_to_live_s * 1e9
+            or e.attempts >= policy.max_retries
+        ]
+        dead_ids = {e.id for e, _ in expired}
+        entries = [e for e in due if e.id not in dead_ids]
+        if expired:
+            self.queue.bury(target.name, expired)
+            metrics.DEADLETTER.labels(target.name).inc(len(expired))
+        delivered = 0
+        if entries:
+            results = target.publish([delivery_of(e) for e in entries])
+            ok_ids, again, dead = [], [], []
+            for entry, result in zip(entries, results, strict=True):
+                if result.outcome is Outcome.OK:
+                    ok_ids.append(entry.id)
+                elif result.outcome is Outcome.PERMANENT:
+                    dead.append((entry, result.error or "refused"))
+                else:
+                    wait = policy.backoff_s(entry.attempts + 1, self._rng)
+                    again.append((entry, result.error or "failed", now_ns + int(wait * 1e9)))
+            self.queue.delivered(ok_ids)
+            self.queue.failed_again(again)
+            self.queue.bury(target.name, dead)
+            delivered = len(ok_ids)
+            metrics.PUSH_OK.labels(target.name).inc(delivered)
+            metrics.PUSH_FAIL.labels(target.name).inc(len(again) + len(dead))
+            metrics.DEADLETTER.labels(target.name).inc(len(dead))
+        with self._lock:  # a batch queueing meanwhile adds itself back under the same lock
+            remaining = self.queue.length(target.name)
+            if remaining == 0:
+                self._failing.discard(target.name)
+        metrics.RETRY_QUEUE_LENGTH.labels(target.name).set(remaining)
+        return delivered

@@ -1,0 +1,144 @@
+"""The eventing job: change stream → S3 events → destinations, as a Spark Structured
+Streaming query.
+
+    source (ripple-changestream, one input partition per stream partition)
+      → mapInArrow(events_of_batches)      change records → event records
+      → foreachBatch(handle)               route to destinations, deliver or queue
+
+Spark commits a batch's offsets (checkpoint) only after `handle` returns, and `handle`
+returns only when every event is acknowledged or in its destination's retry queue: at least
+once. While the query runs, the driver's main loop drains the retry queues.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import sys
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql.streaming.query import StreamingQuery
+
+from ripple.events import EventSettings
+from ripple.notifications.registry import Registry
+from ripple.pipeline import metrics
+from ripple.pipeline.deliver import Deliverer
+from ripple.pipeline.route import route
+from ripple.pipeline.source import NAME, ChangeStreamSource
+from ripple.pipeline.transform import SPARK_EVENT_SCHEMA, events_of_batches
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class JobSettings:
+    database_url: str
+    checkpoint_dir: Path
+    master: str = "local[*]"
+    region: str = ""
+    max_records_per_batch: int = 50_000
+    trigger_interval: str = "0 seconds"  # as soon as the previous batch is done
+    drain_interval_s: float = 0.5
+    spark_conf: dict[str, str] = field(default_factory=dict)
+
+
+def spark_session(master: str, conf: dict[str, str] | None = None) -> SparkSession:
+    """A Spark session tuned for small, frequent micro-batches on few cores."""
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    builder = (
+        SparkSession.builder.master(master)
+        .appName("ripple-pipeline")
+        .config("spark.ui.enabled", "false")
+        .config("spark.sql.shuffle.partitions", "2")
+        .config("spark.driver.bindAddress", "127.0.0.1")
+        .config("spark.driver.host", "127.0.0.1")
+        .config("spark.sql.streaming.noDataMicroBatches.enabled", "false")
+        .config("spark.sql.execution.arrow.pyspark.enabled", "true")
+        .config("spark.python.worker.reuse", "true")
+        .config("spark.sql.streaming.minBatchesToRetain", "20")
+    )
+    for key, value in (conf or {}).items():
+        builder = builder.config(key, value)
+    spark = builder.getOrCreate()
+    spark.sparkContext.setLogLevel("WARN")
+    spark.dataSource.register(ChangeStreamSource)
+    return spark
+
+
+BatchHandler = Callable[[DataFrame, int], None]
+
+
+def batch_handler(registry: Registry, deliverer: Deliverer) -> BatchHandler:
+    """foreachBatch: route the batch's events and deliver them (or queue them)."""
+
+    def handle(events: DataFrame, batch_id: int) -> None:
+        started = time.monotonic()
+        rows = events.toArrow().to_pylist()
+        routed = route(rows, registry, batch_id)
+        deliverer.deliver(routed.by_topic)
+        if routed.newest_commit_ns:
+            metrics.PIPELINE_LAG.set(max(0.0, time.time() - routed.newest_commit_ns / 1e9))
+        metrics.BATCH_DURATION.observe(time.monotonic() - started)
+        log.info(
+            "batch %d: %d events, %d deliveries, %d unrouted in %.3f s",
+            batch_id,
+            len(rows),
+            sum(len(v) for v in routed.by_topic.values()),
+            routed.unrouted,
+            time.monotonic() - started,
+        )
+
+    return handle
+
+
+def start_query(
+    spark: SparkSession, settings: JobSettings, handler: BatchHandler
+) -> StreamingQuery:
+    records = (
+        spark.readStream.format(NAME)
+        .option("url", settings.database_url)
+        .option("maxRecordsPerBatch", str(settings.max_records_per_batch))
+        .load()
+    )
+    transform = events_of_batches(settings.database_url, EventSettings(region=settings.region))
+    events = records.mapInArrow(transform, SPARK_EVENT_SCHEMA)
+    return (
+        events.writeStream.foreachBatch(handler)
+        .option("checkpointLocation", str(settings.checkpoint_dir))
+        .trigger(processingTime=settings.trigger_interval)
+        .queryName("ripple-events")
+        .start()
+    )
+
+
+def run(
+    settings: JobSettings,
+    registry: Registry,
+    deliverer: Deliverer,
+    stop: threading.Event | None = None,
+    on_started: Callable[[StreamingQuery], Any] | None = None,
+) -> None:
+    """Run the job until `stop` is set (or the query fails, which raises)."""
+    stop = stop or threading.Event()
+    spark = spark_session(settings.master, settings.spark_conf)
+    deliverer.open()
+    query = start_query(spark, settings, batch_handler(registry, deliverer))
+    if on_started is not None:
+        on_started(query)
+    try:
+        while not stop.is_set():
+            if query.awaitTermination(settings.drain_interval_s):  # type: ignore[arg-type]
+                break
+            deliverer.drain()
+        exception = query.exception()
+        if exception is not None:
+            raise RuntimeError(f"the pipeline stopped: {exception}")
+    finally:
+        query.stop()
+        deliverer.close()

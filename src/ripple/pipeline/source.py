@@ -1,0 +1,228 @@
+"""The Spark data source over a change stream: `spark.readStream.format("ripple-changestream")`.
+
+One Spark input partition per change-stream partition, each with its own offset (the last
+position read). `latestOffset` only ever names positions that are committed: positions are
+dense and taken in commit order (ripple.changestream.writer), so everything up to a
+partition's committed `next_position` is final and can no longer be filled (the no-skip
+rule). Under admission control (`maxRecordsPerBatch`) a backlog drains in bounded batches;
+a batch always ends on a transaction's last record in its partition, so the transform sees
+whole transactions. `read()` is stateless: it opens its own connection and returns Arrow
+record batches. `commit(end)` also stores the positions as consumer offsets in the metabase,
+so a pipeline whose checkpoint directory is lost resumes where it was.
+
+Options: `url` (the metabase database, required), `stream` (default `bucket_eventing`),
+`consumer` (default `pipeline`), `maxRecordsPerBatch` (default 50000), `startingPositions`
+(`earliest` | `latest`; used when neither a checkpoint nor consumer offsets exist).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterator, Sequence
+from typing import Any
+
+import pyarrow as pa
+import sqlalchemy as sa
+from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPartition
+from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadLimit, ReadMaxRows
+from sqlalchemy.pool import NullPool
+
+from ripple.changestream.reader import DEFAULT_STREAM, ChangeStreamReader
+from ripple.changestream.schema import change_partitions, change_records
+
+NAME = "ripple-changestream"
+DEFAULT_MAX_RECORDS = 50_000
+DEFAULT_CONSUMER = "pipeline"
+
+# The records as the source returns them: what the transform needs, nothing more.
+ARROW_SCHEMA = pa.schema(
+    [
+        ("partition", pa.int32()),
+        ("position", pa.int64()),
+        ("commit_ns", pa.int64()),
+        ("transaction_id", pa.string()),
+        ("record_sequence", pa.int32()),
+        ("is_last_in_partition", pa.bool_()),
+        ("mod_type", pa.int32()),
+        ("mods", pa.string()),
+        ("transaction_tag", pa.string()),
+        ("is_system_transaction", pa.bool_()),
+    ]
+)
+SPARK_SCHEMA = (
+    "partition int, position bigint, commit_ns bigint, transaction_id string, "
+    "record_sequence int, is_last_in_partition boolean, mod_type int, mods string, "
+    "transaction_tag string, is_system_transaction boolean"
+)
+_READ_CHUNK = 10_000  # rows per Arrow batch returned by read()
+
+Offsets = dict[str, int]  # partition number (as a string: offsets are JSON) -> last position
+
+
+def engine_for(url: str) -> sa.Engine:
+    """An engine for one short task; no pool survives it."""
+    return sa.create_engine(url, poolclass=NullPool)
+
+
+class RangePartition(InputPartition):
+    """Positions (start, end] of one change-stream partition."""
+
+    def __init__(self, partition: int, start: int, end: int) -> None:
+        super().__init__((partition, start, end))
+        self.partition, self.start, self.end = partition, start, end
+
+
+class ChangeStreamSource(DataSource):
+    @classmethod
+    def name(cls) -> str:
+        return NAME
+
+    def schema(self) -> str:
+        return SPARK_SCHEMA
+
+    def streamReader(self, schema: Any) -> DataSourceStreamReader:
+        return ChangeStreamStreamReader(dict(self.options))
+
+
+class ChangeStreamStreamReader(DataSourceStreamReader):
+    def __init__(self, options: dict[str, str]) -> None:
+        if not options.get("url"):
+            raise ValueError("the ripple-changestream source needs option 'url' (the metabase)")
+        self.url = options["url"]
+        self.stream = options.get("stream", DEFAULT_STREAM)
+        self.consumer = options.get("consumer", DEFAULT_CONSUMER)
+        self.max_records = int(options.get("maxRecordsPerBatch", DEFAULT_MAX_RECORDS))
+        if self.max_records < 1:
+            raise ValueError("option maxRecordsPerBatch must be a positive number of records")
+        self.starting = options.get("startingPositions", "earliest")
+        if self.starting not in ("earliest", "latest"):
+            raise ValueError("option startingPositions must be 'earliest' or 'latest'")
+        self._engine: sa.Engine | None = None
+
+    # driver side -----------------------------------------------------------------------
+
+    @property
+    def engine(self) -> sa.Engine:
+        if self._engine is None:
+            self._engine = sa.create_engine(self.url, pool_size=1, max_overflow=1)
+        return self._engine
+
+    def _ends(self) -> Offsets:
+        p = change_partitions.c
+        with self.engine.connect() as conn:
+            rows = conn.execute(
+                sa.select(p.partition, p.next_position).where(p.stream_name == self.stream)
+            ).all()
+        if not rows:
+            raise ValueError(
+                f"change stream {self.stream!r} does not exist (run ripple db upgrade)"
+            )
+        return {str(r.partition): int(r.next_position) for r in rows}
+
+    def initialOffset(self) -> Offsets:
+        ends = self._ends()
+        start = dict(ends) if self.starting == "latest" else dict.fromkeys(ends, 0)
+        committed = ChangeStreamReader(self.engine, self.stream).offsets(self.consumer)
+        for partition, position in committed.items():
+            start[str(partition)] = position
+        return start
+
+    def getDefaultReadLimit(self) -> ReadLimit:
+        return ReadMaxRows(self.max_records)
+
+    def latestOffset(self, start: Offsets, limit: ReadLimit) -> Offsets:
+        ends = self._ends()
+        begin = {k: start.get(k, 0) for k in ends}
+        backlog = {k: ends[k] - begin[k] for k in ends if ends[k] > begin[k]}
+        if not backlog or isinstance(limit, ReadAllAvailable):
+            return {k: max(ends[k], begin[k]) for k in ends}
+        budget = limit.max_rows if isinstance(limit, ReadMaxRows) else self.max_records
+        share = max(1, math.ceil(budget / len(backlog)))
+        latest = dict(begin)
+        with self.engine.connect() as conn:
+            for k, waiting in backlog.items():
+                if waiting <= share:
+                    latest[k] = ends[k]
+                else:
+                    latest[k] = self._transaction_end(conn, int(k), begin[k], begin[k] + share)
+        return latest
+
+    def _transaction_end(self, conn: sa.Connection, partition: int, after: int, upto: int) -> int:
+        """The last position in (after, upto] that ends a transaction, or, if a transaction
+        is larger than the whole range, the end of the transaction that starts it."""
+        c = change_records.c
+        mine = sa.and_(
+            c.stream_name == self.stream, c.partition == partition, c.is_last_in_partition
+        )
+        last = conn.execute(
+            sa.select(sa.func.max(c.position)).where(mine, c.position > after, c.position <= upto)
+        ).scalar()
+        if last is None:
+            last = conn.execute(
+                sa.select(sa.func.min(c.position)).where(mine, c.position > after)
+            ).scalar()
+        if last is None:  # cannot happen: the partition's end is a transaction's last record
+            raise RuntimeError(f"partition {partition} has records but no transaction end")
+        return int(last)
+
+    def reportLatestOffset(self) -> Offsets:
+        return self._ends()
+
+    def partitions(self, start: Offsets, end: Offsets) -> Sequence[InputPartition]:
+        return [
+            RangePartition(int(k), start.get(k, 0), end[k])
+            for k in sorted(end, key=int)
+            if end[k] > start.get(k, 0)
+        ]
+
+    def commit(self, end: Offsets) -> None:
+        reader = ChangeStreamReader(self.engine, self.stream)
+        reader.commit_offsets(self.consumer, {int(k): v for k, v in end.items()})
+
+    def stop(self) -> None:
+        if self._engine is not None:
+            self._engine.dispose()
+
+    # executor side ----------------------------------------------------------------------
+
+    def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+        assert isinstance(partition, RangePartition)
+        return read_range(
+            self.url, self.stream, partition.partition, partition.start, partition.end
+        )
+
+
+def read_range(
+    url: str, stream: str, partition: int, start: int, end: int
+) -> Iterator[pa.RecordBatch]:
+    """Records of positions (start, end] of one partition, as Arrow batches of the source's
+    schema; its own connection, closed when done."""
+    c = change_records.c
+    query = (
+        sa.select(*(c[name] for name in ARROW_SCHEMA.names))
+        .where(
+            c.stream_name == stream,
+            c.partition == partition,
+            c.position > start,
+            c.position <= end,
+        )
+        .order_by(c.position)
+    )
+    engine = engine_for(url)
+    try:
+        with engine.connect() as conn:
+            result = conn.execution_options(yield_per=_READ_CHUNK).execute(query)
+            for rows in result.partitions(_READ_CHUNK):
+                yield _batch(rows)
+    finally:
+        engine.dispose()
+
+
+def _batch(rows: Sequence[Any]) -> pa.RecordBatch:
+    columns: list[Sequence[Any]] = (
+        list(zip(*rows, strict=True)) if rows else [[] for _ in ARROW_SCHEMA.names]
+    )
+    return pa.RecordBatch.from_arrays(
+        [pa.array(col, type=field.type) for col, field in zip(columns, ARROW_SCHEMA, strict=True)],
+        schema=ARROW_SCHEMA,
+    )

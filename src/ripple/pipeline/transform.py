@@ -1,0 +1,147 @@
+"""Change records → S3 event records, one Arrow batch at a time (`mapInArrow`).
+
+The mapping itself is `ripple.events.s3_events`, the same function `ripple changestream tail
+--events` uses; this module only regroups a partition's records into whole transactions
+(which may straddle Arrow batches) and lays the events out as Arrow columns. No per-row UDF:
+Spark hands each task's batches to `events_of_batches`, which runs once per task.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from typing import Any
+
+import orjson
+import pyarrow as pa
+import sqlalchemy as sa
+
+from ripple.changestream.definition import ModType
+from ripple.changestream.values import rfc3339_ns
+from ripple.events import EventSettings, s3_events
+from ripple.metabase.schema import projects
+from ripple.pipeline.source import engine_for
+
+EVENT_SCHEMA = pa.schema(
+    [
+        ("partition", pa.int32()),
+        ("position", pa.int64()),  # the last position of the event's transaction
+        ("commit_ns", pa.int64()),
+        ("event_id", pa.string()),
+        ("project_id", pa.string()),
+        ("bucket", pa.string()),
+        ("key", pa.string()),
+        ("event_name", pa.string()),
+        ("sequencer", pa.string()),
+        ("message", pa.string()),  # one S3 event record, JSON
+    ]
+)
+SPARK_EVENT_SCHEMA = (
+    "partition int, position bigint, commit_ns bigint, event_id string, project_id string, "
+    "bucket string, key string, event_name string, sequencer string, message string"
+)
+_MOD_NAMES = {int(m): m.name for m in ModType}
+
+
+def event_id(partition: int, sequencer: str) -> str:
+    """An event's id, the same however often it is delivered: commit timestamps are unique
+    per transaction within a partition, and the sequencer holds it and the event's index."""
+    return f"{partition}-{sequencer}"
+
+
+def change_record(row: Mapping[str, Any], table: str = "objects") -> dict[str, Any]:
+    """A source row as the data change record `s3_events` reads."""
+    return {
+        "partition": row["partition"],
+        "position": row["position"],
+        "commit_timestamp": rfc3339_ns(row["commit_ns"]),
+        "record_sequence": f"{row['record_sequence']:08d}",
+        "server_transaction_id": row["transaction_id"],
+        "is_last_record_in_transaction_in_partition": row["is_last_in_partition"],
+        "table_name": table,
+        "mods": orjson.loads(row["mods"]),
+        "mod_type": _MOD_NAMES[row["mod_type"]],
+        "transaction_tag": row["transaction_tag"],
+        "is_system_transaction": row["is_system_transaction"],
+    }
+
+
+def events_of_rows(
+    rows: Iterable[Mapping[str, Any]],
+    owner_of: Callable[[str], str],
+    settings: EventSettings,
+) -> Iterator[dict[str, Any]]:
+    """Event rows (EVENT_SCHEMA) of source rows given in position order; a transaction's
+    events come out once its last record in the partition has been seen."""
+    pending: dict[int, list[dict[str, Any]]] = {}
+    for row in rows:
+        group = pending.setdefault(row["partition"], [])
+        group.append(change_record(row))
+        if not row["is_last_in_partition"]:
+            continue
+        records = pending.pop(row["partition"])
+        last = records[-1]
+        for event in s3_events(records, owners=owner_of, settings=settings):
+            yield {
+                "partition": last["partition"],
+                "position": last["position"],
+                "commit_ns": row["commit_ns"],
+                "event_id": event_id(last["partition"], event.sequencer),
+                "project_id": event.project_id,
+                "bucket": event.bucket,
+                "key": event.key,
+                "event_name": event.event_name,
+                "sequencer": event.sequencer,
+                "message": orjson.dumps(event.message).decode(),
+            }
+    if pending:
+        partitions = ", ".join(str(p) for p in sorted(pending))
+        raise RuntimeError(f"a batch ended inside a transaction (partitions {partitions})")
+
+
+class Owners:
+    """Private project id → public id (the bucket owner in events), read on first need."""
+
+    def __init__(self, url: str) -> None:
+        self.url = url
+        self._known: dict[str, str] = {}
+
+    def __call__(self, project_id: str) -> str:
+        if project_id not in self._known:
+            engine = engine_for(self.url)
+            try:
+                with engine.connect() as conn:
+                    public = conn.execute(
+                        sa.select(projects.c.public_id).where(
+                            projects.c.id == uuid.UUID(project_id)
+                        )
+                    ).scalar()
+            finally:
+                engine.dispose()
+            # A project deleted since: its events still go out, owned by nobody known.
+            self._known[project_id] = str(public) if public is not None else ""
+        return self._known[project_id]
+
+
+def events_of_batches(
+    url: str, settings: EventSettings
+) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
+    """The `mapInArrow` function: one task's record batches → event batches."""
+
+    def transform(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        owners = Owners(url)
+
+        def rows() -> Iterator[dict[str, Any]]:
+            for batch in batches:
+                yield from batch.to_pylist()
+
+        out: list[dict[str, Any]] = []
+        for event in events_of_rows(rows(), owners, settings):
+            out.append(event)
+            if len(out) >= 10_000:
+                yield pa.RecordBatch.from_pylist(out, schema=EVENT_SCHEMA)
+                out = []
+        if out:
+            yield pa.RecordBatch.from_pylist(out, schema=EVENT_SCHEMA)
+
+    return transform
