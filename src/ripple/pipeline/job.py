@@ -25,12 +25,13 @@ from typing import Any
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.streaming.query import StreamingQuery
 
+from ripple.changestream.reader import DEFAULT_STREAM, ChangeStreamReader
 from ripple.events import EventSettings
 from ripple.notifications.registry import Registry
 from ripple.pipeline import metrics
 from ripple.pipeline.deliver import Deliverer
 from ripple.pipeline.route import route
-from ripple.pipeline.source import NAME, ChangeStreamSource
+from ripple.pipeline.source import DEFAULT_CONSUMER, NAME, ChangeStreamSource, engine_for
 from ripple.pipeline.transform import SPARK_EVENT_SCHEMA, events_of_batches
 
 log = logging.getLogger(__name__)
@@ -74,14 +75,28 @@ def spark_session(master: str, conf: dict[str, str] | None = None) -> SparkSessi
 BatchHandler = Callable[[DataFrame, int], None]
 
 
-def batch_handler(registry: Registry, deliverer: Deliverer) -> BatchHandler:
-    """foreachBatch: route the batch's events and deliver them (or queue them)."""
+def batch_handler(
+    registry: Registry,
+    deliverer: Deliverer,
+    delivered: Callable[[dict[int, int]], None] | None = None,
+) -> BatchHandler:
+    """foreachBatch: route the batch's events and deliver them (or queue them); then tell
+    `delivered` the last position handled per partition. (Spark tells the source only when
+    it plans the next batch, so without this a pipeline that lost its checkpoint would
+    deliver its last batch again.)"""
 
     def handle(events: DataFrame, batch_id: int) -> None:
         started = time.monotonic()
         rows = events.toArrow().to_pylist()
         routed = route(rows, registry, batch_id)
         deliverer.deliver(routed.by_topic)
+        if delivered is not None and rows:
+            positions: dict[int, int] = {}
+            for row in rows:
+                positions[row["partition"]] = max(
+                    positions.get(row["partition"], 0), row["position"]
+                )
+            delivered(positions)
         if routed.newest_commit_ns:
             metrics.PIPELINE_LAG.set(max(0.0, time.time() - routed.newest_commit_ns / 1e9))
         metrics.BATCH_DURATION.observe(time.monotonic() - started)
@@ -128,7 +143,16 @@ def run(
     stop = stop or threading.Event()
     spark = spark_session(settings.master, settings.spark_conf)
     deliverer.open()
-    query = start_query(spark, settings, batch_handler(registry, deliverer))
+    offsets = ChangeStreamReader(engine_for(settings.database_url), DEFAULT_STREAM)
+    query = start_query(
+        spark,
+        settings,
+        batch_handler(
+            registry,
+            deliverer,
+            lambda positions: offsets.commit_offsets(DEFAULT_CONSUMER, positions),
+        ),
+    )
     if on_started is not None:
         on_started(query)
     try:
@@ -142,3 +166,4 @@ def run(
     finally:
         query.stop()
         deliverer.close()
+        offsets.engine.dispose()

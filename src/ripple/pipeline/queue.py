@@ -90,7 +90,7 @@ class RetryQueue:
             rows = conn.execute(
                 sa.select(delivery_retries)
                 .where(r.destination == destination, r.next_attempt_ns <= now_ns)
-                .order_by(r.next_attempt_ns, r.id)
+                .order_by(r.id)  # first failed, first retried
                 .limit(limit)
             ).all()
         return [_queued(row, row.last_error) for row in rows]

@@ -18,7 +18,7 @@ Options: `url` (the metabase database, required), `stream` (default `bucket_even
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 import pyarrow as pa
@@ -81,20 +81,22 @@ class ChangeStreamSource(DataSource):
         return SPARK_SCHEMA
 
     def streamReader(self, schema: Any) -> DataSourceStreamReader:
-        return ChangeStreamStreamReader(dict(self.options))
+        return ChangeStreamStreamReader(self.options)
 
 
 class ChangeStreamStreamReader(DataSourceStreamReader):
-    def __init__(self, options: dict[str, str]) -> None:
+    def __init__(self, options: Mapping[str, str]) -> None:
+        # Spark's options are case-insensitive: look names up in lower case
+        options = {k.lower(): v for k, v in options.items()}
         if not options.get("url"):
             raise ValueError("the ripple-changestream source needs option 'url' (the metabase)")
         self.url = options["url"]
         self.stream = options.get("stream", DEFAULT_STREAM)
         self.consumer = options.get("consumer", DEFAULT_CONSUMER)
-        self.max_records = int(options.get("maxRecordsPerBatch", DEFAULT_MAX_RECORDS))
+        self.max_records = int(options.get("maxrecordsperbatch", DEFAULT_MAX_RECORDS))
         if self.max_records < 1:
             raise ValueError("option maxRecordsPerBatch must be a positive number of records")
-        self.starting = options.get("startingPositions", "earliest")
+        self.starting = options.get("startingpositions", "earliest")
         if self.starting not in ("earliest", "latest"):
             raise ValueError("option startingPositions must be 'earliest' or 'latest'")
         self._engine: sa.Engine | None = None

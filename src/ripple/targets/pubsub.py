@@ -1,0 +1,168 @@
+"""The Google Pub/Sub target: each delivery is one message published to one topic.
+
+A message's data is the S3 event message (`{"Records":[event]}`) and its attributes are the
+delivery's (eventName, bucket, key, versionId, sequencer). With `ordering=True` each message
+gets the ordering key `bucket/key`, so one object's events arrive in commit order.
+
+Connection: an explicit `endpoint` ("127.0.0.1:8085": an emulator or a test server) is
+spoken to over an insecure gRPC channel without credentials; otherwise `PUBSUB_EMULATOR_HOST`,
+when set, does the same (the client library reads it); otherwise the client connects to
+pubsub.googleapis.com with Google application default credentials.
+
+Retries are the pipeline's (it owns backoff, the retry queue and dead letters), so every
+publish is made with `retry=None` and a `timeout` of `timeout_s`: one failed RPC answers
+`retry` or `permanent` at once instead of the client retrying for up to 60 s (with ordering,
+its default is to retry for ever). Batches are cut after 10 ms (`max_latency=0.01`) or 1000
+messages, so a batch is sent promptly and large batches go in few RPCs, concurrently.
+INVALID_ARGUMENT, NOT_FOUND, PERMISSION_DENIED and UNAUTHENTICATED are `permanent`; every
+other failure (UNAVAILABLE, DEADLINE_EXCEEDED, a timeout, …) is `retry`. A failure pauses
+its ordering key in the client; the target resumes it, so later batches can proceed.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import re
+import time
+from collections.abc import Sequence
+from concurrent.futures import Future
+from typing import Any
+
+import grpc  # type: ignore[import-untyped]
+from google.api_core import exceptions as api_exceptions
+from google.cloud import pubsub_v1  # type: ignore[import-untyped]
+from google.pubsub_v1.services.publisher.transports.grpc import PublisherGrpcTransport
+
+from ripple.targets.base import OK, Delivery, Outcome, Result
+
+__all__ = ["PubSubTarget", "ordering_key"]
+
+_publisher_exceptions = pubsub_v1.publisher.exceptions  # the library has no type hints
+
+_TOPIC = re.compile(r"^projects/[^/]+/topics/[^/]+$")
+_PERMANENT = (
+    api_exceptions.InvalidArgument,
+    api_exceptions.NotFound,
+    api_exceptions.PermissionDenied,
+    api_exceptions.Unauthenticated,
+)
+_MAX_ORDERING_KEY_BYTES = 1024  # Pub/Sub refuses longer ordering keys
+_BATCH = {"max_latency": 0.01, "max_messages": 1000}
+
+
+class PubSubTarget:
+    """Publishes deliveries to one Pub/Sub topic; see the module docstring."""
+
+    def __init__(
+        self,
+        topic: str,
+        *,
+        ordering: bool = False,
+        endpoint: str | None = None,
+        timeout_s: float = 10.0,
+    ) -> None:
+        if not _TOPIC.match(topic):
+            raise ValueError(f"topic {topic!r} is not of the form projects/PROJECT/topics/TOPIC")
+        if not timeout_s > 0:
+            raise ValueError(f"timeout_s must be a positive number of seconds, not {timeout_s}")
+        if endpoint is not None and not endpoint:
+            raise ValueError("endpoint must be host:port (e.g. 127.0.0.1:8085) or None")
+        self.name = topic
+        self.topic = topic
+        self.ordering = ordering
+        self.endpoint = endpoint
+        self.timeout_s = timeout_s
+        self._client: Any = None  # pubsub_v1.PublisherClient: the library is not typed
+
+    def open(self) -> None:
+        if self._client is not None:
+            return
+        options: dict[str, Any] = {
+            "batch_settings": pubsub_v1.types.BatchSettings(**_BATCH),
+            "publisher_options": pubsub_v1.types.PublisherOptions(
+                enable_message_ordering=self.ordering, retry=None, timeout=self.timeout_s
+            ),
+        }
+        if self.endpoint is not None:
+            # A transport instance wins over PUBSUB_EMULATOR_HOST and needs no credentials.
+            channel = grpc.insecure_channel(self.endpoint)
+            options["transport"] = PublisherGrpcTransport(host=self.endpoint, channel=channel)
+            options["client_options"] = {"api_endpoint": self.endpoint}
+        self._client = pubsub_v1.PublisherClient(**options)
+
+    def publish(self, deliveries: Sequence[Delivery]) -> list[Result]:
+        client = self._client
+        if client is None:
+            raise RuntimeError(f"Pub/Sub target {self.topic!r} is not open: call open() first")
+        keys = [ordering_key(d) if self.ordering else "" for d in deliveries]
+        pending: list[Future[str] | Result] = []
+        for delivery, key in zip(deliveries, keys, strict=True):
+            try:
+                future = client.publish(
+                    self.topic,
+                    delivery.body,
+                    ordering_key=key,
+                    retry=None,
+                    timeout=self.timeout_s,
+                    **dict(delivery.attributes),
+                )
+            except _publisher_exceptions.MessageTooLargeError as e:
+                pending.append(Result(Outcome.PERMANENT, _one_line(e)))
+            else:
+                pending.append(future)
+        deadline = time.monotonic() + self.timeout_s
+        results = [_wait(p, deadline, self.timeout_s) for p in pending]
+        if self.ordering:
+            for key in {k for k, r in zip(keys, results, strict=True) if not r.ok}:
+                self._resume(key)
+        return results
+
+    def close(self) -> None:
+        client, self._client = self._client, None
+        if client is None:
+            return
+        try:
+            client.stop()  # sends what is still batched
+        finally:
+            client.transport.close()
+
+    def _resume(self, key: str) -> None:
+        """Unpause an ordering key after a failed publish (a no-op if it is not paused)."""
+        # RuntimeError: not paused (yet), e.g. the publish timed out here and is still in flight
+        with contextlib.suppress(RuntimeError):
+            self._client.resume_publish(self.topic, key)
+
+
+def ordering_key(delivery: Delivery) -> str:
+    """`bucket/key`; a key too long for Pub/Sub is replaced by its SHA-256 (still per object)."""
+    key = f"{delivery.bucket}/{delivery.key}"
+    if len(key.encode()) <= _MAX_ORDERING_KEY_BYTES:
+        return key
+    return f"{delivery.bucket}/sha256:{hashlib.sha256(delivery.key.encode()).hexdigest()}"
+
+
+def _wait(pending: Future[str] | Result, deadline: float, timeout_s: float) -> Result:
+    if isinstance(pending, Result):
+        return pending
+    try:
+        pending.result(timeout=max(0.0, deadline - time.monotonic()))
+    except TimeoutError:
+        return Result(Outcome.RETRY, f"publish not acknowledged within {timeout_s:g}s")
+    except _PERMANENT as e:
+        return Result(Outcome.PERMANENT, _error(e))
+    except _publisher_exceptions.PublishToPausedOrderingKeyException:
+        return Result(Outcome.RETRY, "an earlier message with the same ordering key failed")
+    except Exception as e:  # any other failure of the RPC is worth trying again
+        return Result(Outcome.RETRY, _error(e))
+    return OK
+
+
+def _error(e: BaseException) -> str:
+    if isinstance(e, api_exceptions.GoogleAPICallError) and e.grpc_status_code is not None:
+        return f"{e.grpc_status_code.name}: {_one_line(e.message or e)}"
+    return f"{type(e).__name__}: {_one_line(e)}"
+
+
+def _one_line(e: object) -> str:
+    return " ".join(str(e).split()) or type(e).__name__

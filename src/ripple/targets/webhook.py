@@ -1,0 +1,254 @@
+"""The HTTP webhook target: each delivery is one POST to a configured URL.
+
+The body is the S3 event message itself (`envelope="s3"`) or that message wrapped in the
+envelope a Google Pub/Sub push subscription sends (`envelope="pubsub-push"`), so a receiver
+written for a push subscription works unchanged. Every request carries `X-Ripple-Event-Id`
+(stable across redeliveries: de-duplicate on it) and, with a secret, `X-Ripple-Signature:
+sha256=<hex HMAC-SHA256 of the exact body>`. One `httpx.Client` is kept from `open()` to
+`close()`; a batch is sent with at most `max_in_flight` requests in flight and answered in
+input order. 2xx is `ok`; 408, 429, 3xx, 5xx, timeouts and connection errors are `retry`;
+any other 4xx is `permanent`. Arguments and outcomes are documented in docs/targets.md.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import hmac
+import re
+from collections.abc import Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Literal, get_args
+from urllib.parse import urlsplit
+
+import httpx
+import orjson
+
+from ripple.targets.base import OK, Delivery, Outcome, Result
+
+__all__ = ["Envelope", "WebhookConfig", "WebhookTarget", "from_arguments"]
+
+Envelope = Literal["s3", "pubsub-push"]
+_ENVELOPES: tuple[str, ...] = get_args(Envelope)
+_HEADER_NAME = re.compile(r"^[!#$%&'*+\-.^_`|~0-9A-Za-z]+$")  # an RFC 9110 token
+_BAD_VALUE = re.compile(r"[\r\n\0]")
+
+
+@dataclass(frozen=True)
+class WebhookConfig:
+    """Where and how to POST; `ValueError` (one line, naming the field) if a value is wrong."""
+
+    url: str
+    headers: Mapping[str, str] = field(default_factory=dict)
+    bearer_token: str | None = None
+    secret: str | None = None  # signs each body: X-Ripple-Signature: sha256=<hex HMAC>
+    verify_ssl: bool = True
+    timeout_s: float = 5.0  # each of connect, write and read, per request
+    max_in_flight: int = 16
+    envelope: Envelope = "s3"
+    subscription: str = ""  # the push envelope's `subscription` field
+
+    def __post_init__(self) -> None:
+        parts = urlsplit(self.url)
+        if parts.scheme not in ("http", "https") or not parts.hostname:
+            raise ValueError(f"url {self.url!r} must be an absolute http:// or https:// URL")
+        for name, value in self.headers.items():
+            if not _HEADER_NAME.match(name):
+                raise ValueError(f"header name {name!r} is not a valid HTTP header name")
+            if _BAD_VALUE.search(value):
+                raise ValueError(f"header {name!r} has a line break or NUL in its value")
+        if self.bearer_token and _BAD_VALUE.search(self.bearer_token):
+            raise ValueError("bearer_token has a line break or NUL in it")
+        if not self.timeout_s > 0:
+            raise ValueError(
+                f"timeout_s must be a positive number of seconds, not {self.timeout_s}"
+            )
+        if self.max_in_flight < 1:
+            raise ValueError(f"max_in_flight must be at least 1, not {self.max_in_flight}")
+        if self.envelope not in _ENVELOPES:
+            raise ValueError(
+                f"envelope must be one of {', '.join(_ENVELOPES)}, not {self.envelope!r}"
+            )
+
+
+class WebhookTarget:
+    """POSTs each delivery to one URL; see the module docstring for the wire format."""
+
+    def __init__(self, config: WebhookConfig, name: str | None = None) -> None:
+        self.config = config
+        self.name = name if name is not None else config.url
+        headers = httpx.Headers(dict(config.headers))
+        if config.bearer_token:
+            headers["Authorization"] = f"Bearer {config.bearer_token}"
+        headers["Content-Type"] = "application/json"
+        self._headers = headers
+        self._secret = config.secret.encode() if config.secret else None
+        self._client: httpx.Client | None = None
+        self._pool: ThreadPoolExecutor | None = None
+
+    def open(self) -> None:
+        if self._client is not None:
+            return
+        n = self.config.max_in_flight
+        self._client = httpx.Client(
+            verify=self.config.verify_ssl,
+            timeout=httpx.Timeout(self.config.timeout_s),
+            limits=httpx.Limits(max_connections=n, max_keepalive_connections=n),
+            follow_redirects=False,
+        )
+        self._pool = ThreadPoolExecutor(max_workers=n, thread_name_prefix=f"webhook-{self.name}")
+
+    def publish(self, deliveries: Sequence[Delivery]) -> list[Result]:
+        if self._client is None or self._pool is None:
+            raise RuntimeError(f"webhook target {self.name!r} is not open: call open() first")
+        client = self._client
+        futures = [self._pool.submit(self._send, client, d) for d in deliveries]
+        return [f.result() for f in futures]
+
+    def close(self) -> None:
+        if self._pool is not None:
+            self._pool.shutdown(wait=True)
+            self._pool = None
+        if self._client is not None:
+            self._client.close()
+            self._client = None
+
+    def body(self, delivery: Delivery, now: datetime | None = None) -> bytes:
+        """The exact bytes POSTed for `delivery` (what the signature covers)."""
+        if self.config.envelope == "s3":
+            return delivery.body
+        sent = (now or datetime.now(UTC)).astimezone(UTC)
+        publish_time = sent.isoformat(timespec="milliseconds").replace("+00:00", "Z")
+        message = {
+            "data": base64.b64encode(delivery.body).decode("ascii"),
+            "attributes": dict(delivery.attributes),
+            "messageId": delivery.event_id,
+            "message_id": delivery.event_id,
+            "publishTime": publish_time,
+            "publish_time": publish_time,
+        }
+        return orjson.dumps({"message": message, "subscription": self.config.subscription})
+
+    def _send(self, client: httpx.Client, delivery: Delivery) -> Result:
+        url = self.config.url
+        body = self.body(delivery)
+        headers = self._headers.copy()
+        headers["X-Ripple-Event-Id"] = delivery.event_id
+        if self._secret is not None:
+            digest = hmac.new(self._secret, body, hashlib.sha256).hexdigest()
+            headers["X-Ripple-Signature"] = f"sha256={digest}"
+        try:
+            response = client.post(url, content=body, headers=headers)
+        except httpx.TimeoutException:
+            return Result(Outcome.RETRY, f"timed out after {self.config.timeout_s:g}s: {url}")
+        except httpx.ConnectError as e:
+            if isinstance(e.__cause__, ConnectionRefusedError) or "refused" in str(e).lower():
+                return Result(Outcome.RETRY, f"connection refused: {url}")
+            return Result(Outcome.RETRY, f"cannot connect to {url}: {_one_line(e)}")
+        except httpx.RemoteProtocolError as e:
+            return Result(Outcome.RETRY, f"connection to {url} broken: {_one_line(e)}")
+        except httpx.TransportError as e:
+            return Result(Outcome.RETRY, f"{type(e).__name__} from {url}: {_one_line(e)}")
+        return _outcome(response.status_code, url)
+
+
+def _outcome(status: int, url: str) -> Result:
+    if 200 <= status < 300:
+        return OK
+    error = f"HTTP {status} from {url}"
+    if 400 <= status < 500 and status not in (408, 429):
+        return Result(Outcome.PERMANENT, error)
+    return Result(Outcome.RETRY, error)
+
+
+def _one_line(e: BaseException) -> str:
+    return " ".join(str(e).split()) or type(e).__name__
+
+
+_TRUE = {"true", "yes", "1", "on"}
+_FALSE = {"false", "no", "0", "off"}
+_PLAIN = ("verify-ssl", "timeout", "bearer-token", "secret", "max-in-flight", "envelope")
+_ARGUMENTS = (*_PLAIN, "subscription", "header.<Name>")
+
+
+def from_arguments(name: str, url: str, arguments: Mapping[str, str]) -> WebhookTarget:
+    """A webhook target from string arguments (a topic's push-endpoint arguments).
+
+    `verify-ssl` (true/false), `timeout` (seconds), `bearer-token`, `secret`,
+    `header.<Name>` (one per header), `max-in-flight`, `envelope` (s3 | pubsub-push),
+    `subscription`. A wrong or unknown argument raises `ValueError` naming it.
+    """
+    try:
+        return WebhookTarget(_config(url, arguments), name=name)
+    except ValueError as e:
+        raise ValueError(f"webhook {name!r}: {e}") from None
+
+
+def _config(url: str, arguments: Mapping[str, str]) -> WebhookConfig:
+    headers: dict[str, str] = {}
+    options: dict[str, str] = {}
+    for arg, value in arguments.items():
+        if arg.startswith("header."):
+            header = arg.removeprefix("header.")
+            if not _HEADER_NAME.match(header):
+                raise ValueError(f"argument {arg!r}: {header!r} is not a valid HTTP header name")
+            headers[header] = value
+        elif arg in _PLAIN or arg == "subscription":
+            options[arg] = value
+        else:
+            raise ValueError(f"unknown argument {arg!r}; expected one of {', '.join(_ARGUMENTS)}")
+    for arg in ("bearer-token", "secret"):
+        if arg in options and not options[arg]:
+            raise ValueError(f"argument {arg!r} must not be empty")
+    for arg, value in arguments.items():
+        if (arg == "bearer-token" or arg.startswith("header.")) and _BAD_VALUE.search(value):
+            raise ValueError(f"argument {arg!r} has a line break or NUL in its value")
+    verify_ssl = True
+    if "verify-ssl" in options:
+        flag = options["verify-ssl"].strip().lower()
+        if flag not in _TRUE | _FALSE:
+            raise ValueError(
+                f"argument 'verify-ssl' must be true or false, not {options['verify-ssl']!r}"
+            )
+        verify_ssl = flag in _TRUE
+    timeout_s = 5.0
+    if "timeout" in options:
+        timeout_s = _positive("timeout", options["timeout"], "a number of seconds")
+    max_in_flight = 16
+    if "max-in-flight" in options:
+        count = _positive("max-in-flight", options["max-in-flight"], "a whole number")
+        if count != int(count):
+            raise ValueError(
+                f"argument 'max-in-flight' must be a whole number, not {options['max-in-flight']!r}"
+            )
+        max_in_flight = int(count)
+    raw_envelope = options.get("envelope", "s3")
+    if raw_envelope not in _ENVELOPES:
+        raise ValueError(
+            f"argument 'envelope' must be one of {', '.join(_ENVELOPES)}, not {raw_envelope!r}"
+        )
+    envelope: Envelope = "s3" if raw_envelope == "s3" else "pubsub-push"
+    return WebhookConfig(
+        url=url,
+        headers=headers,
+        bearer_token=options.get("bearer-token"),
+        secret=options.get("secret"),
+        verify_ssl=verify_ssl,
+        timeout_s=timeout_s,
+        max_in_flight=max_in_flight,
+        envelope=envelope,
+        subscription=options.get("subscription", ""),
+    )
+
+
+def _positive(arg: str, value: str, what: str) -> float:
+    """A finite number above zero, or `ValueError` naming the argument."""
+    try:
+        number = float(value.strip())
+    except ValueError:
+        number = float("nan")
+    if not 0 < number < float("inf"):
+        raise ValueError(f"argument {arg!r} must be {what} above zero, not {value!r}")
+    return number

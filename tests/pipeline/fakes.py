@@ -1,0 +1,63 @@
+"""In-process targets for the pipeline's tests: they answer as told and record what they got."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import orjson
+
+from ripple.targets.base import OK, Delivery, Outcome, Result
+
+
+class RecordingTarget:
+    """Answers each delivery with `answer(delivery, call number)`; records every call."""
+
+    def __init__(self, name: str, answer: Callable[[Delivery, int], Result] | None = None) -> None:
+        self.name = name
+        self.answer = answer or (lambda _d, _n: OK)
+        self.calls: list[list[Delivery]] = []
+        self.acked: list[Delivery] = []
+        self.lock = threading.Lock()
+        self.opened = self.closed = False
+
+    def open(self) -> None:
+        self.opened = True
+
+    def close(self) -> None:
+        self.closed = True
+
+    def publish(self, deliveries: Sequence[Delivery]) -> list[Result]:
+        with self.lock:
+            self.calls.append(list(deliveries))
+            n = len(self.calls)
+            results = [self.answer(d, n) for d in deliveries]
+            self.acked.extend(
+                d for d, r in zip(deliveries, results, strict=True) if r.outcome is Outcome.OK
+            )
+        return results
+
+    def acked_ids(self) -> list[str]:
+        with self.lock:
+            return [d.event_id for d in self.acked]
+
+
+def delivery(n: int, bucket: str = "photos", name: str = "ObjectCreated:Put") -> Delivery:
+    event: dict[str, Any] = {
+        "eventVersion": "2.1",
+        "eventName": name,
+        "eventTime": "2026-11-21T12:00:00.000Z",
+        "s3": {
+            "configurationId": "ObjectEvents",
+            "bucket": {"name": bucket},
+            "object": {"key": f"k{n}", "size": 1, "sequencer": f"{n:024X}"},
+        },
+    }
+    return Delivery(
+        event_id=f"0-{n:024X}",
+        event=event,
+        body=orjson.dumps({"Records": [event]}),
+        attributes={"eventName": name, "bucket": bucket, "key": f"k{n}"},
+        batch_id=1,
+    )
