@@ -23,6 +23,7 @@ from ripple.metabase import Metabase
 from ripple.metabase.migrate import upgrade
 from ripple.metabase.schema import buckets, objects, projects
 from ripple.pipeline.schema import dead_letters, delivery_retries
+from ripple.subscriptions.schema import subscription_events, subscriptions
 
 ADMIN_URL = os.environ.get(
     "RIPPLE_TEST_POSTGRES_URL", "postgresql://postgres@127.0.0.1:5432/postgres"
@@ -88,6 +89,8 @@ def _empty(metabase: Metabase) -> Metabase:
             change_offsets,
             delivery_retries,
             dead_letters,
+            subscription_events,
+            subscriptions,
         ):
             conn.execute(sa.delete(table))
         conn.execute(

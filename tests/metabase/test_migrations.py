@@ -38,6 +38,8 @@ def test_every_table_is_created(db: Metabase) -> None:
         "change_offsets",
         "delivery_retries",
         "dead_letters",
+        "subscriptions",
+        "subscription_events",
         "alembic_version",
     }
 

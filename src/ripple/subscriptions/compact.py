@@ -1,0 +1,63 @@
+"""S3 event record → the compact event form of a pull subscription (the pubsub module's
+non-S3 format). Pure: no I/O.
+
+    {"id": "<event id>", "event": "OBJECT_CREATE" | "OBJECT_DELETE", "timestamp": "<eventTime>",
+     "info": {"attrs": {"mtime": "<eventTime>"},
+              "bucket": {"bucket_id": "<bucket name>", "name": "<bucket name>", "tenant": ""},
+              "key": {"instance": "<versionId or empty>", "name": "<the raw key>"}}}
+
+- `event`: `OBJECT_CREATE` for `ObjectCreated:*`, `OBJECT_DELETE` for `ObjectRemoved:*`
+  (delete markers included); with or without the `s3:` prefix.
+- `bucket_id`: the bucket's name. S3 bucket names are unique across ripple and the event
+  record carries no other bucket id (the project's private id never leaves ripple).
+- `tenant`: empty: ripple has no tenants, bucket names form one namespace.
+- `key.name`: the key decoded from the record's URL-encoded `s3.object.key`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, Final
+
+from ripple.events.keys import decode_key
+
+__all__ = ["OBJECT_CREATE", "OBJECT_DELETE", "compact_event", "compact_event_type"]
+
+OBJECT_CREATE: Final = "OBJECT_CREATE"
+OBJECT_DELETE: Final = "OBJECT_DELETE"
+
+_PREFIX: Final = "s3:"
+
+
+def compact_event_type(event_name: str) -> str:
+    """`OBJECT_CREATE` or `OBJECT_DELETE` for an S3 event name; ValueError for others."""
+    name = event_name.removeprefix(_PREFIX)
+    if name.startswith("ObjectCreated:"):
+        return OBJECT_CREATE
+    if name.startswith("ObjectRemoved:"):
+        return OBJECT_DELETE
+    raise ValueError(
+        f"event {event_name!r} has no compact form: only ObjectCreated:* and ObjectRemoved:* "
+        "events have one"
+    )
+
+
+def compact_event(event: Mapping[str, Any], event_id: str) -> dict[str, Any]:
+    """The compact form of one S3 event record (an element of `Records`), with its id."""
+    event_time = str(event["eventTime"])
+    s3 = event["s3"]
+    obj = s3["object"]
+    bucket = str(s3["bucket"]["name"])
+    return {
+        "id": event_id,
+        "event": compact_event_type(str(event["eventName"])),
+        "timestamp": event_time,
+        "info": {
+            "attrs": {"mtime": event_time},
+            "bucket": {"bucket_id": bucket, "name": bucket, "tenant": ""},
+            "key": {
+                "instance": str(obj.get("versionId") or ""),
+                "name": decode_key(str(obj["key"])),
+            },
+        },
+    }

@@ -1,0 +1,87 @@
+"""Pull subscription tests, and the deliveries they store: realistic S3 event records."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import orjson
+
+from ripple.events import encode_key
+from ripple.targets.base import Delivery
+
+TOPIC = "projects/my-team/topics/events"
+OTHER_TOPIC = "projects/my-team/topics/audit"
+OWNER = "1PublicProjectIdOfPhotos"
+ETAG = "d41d8cd98f00b204e9800998ecf8427e"
+VERSION_ID = "000000000000000c9f1c2a3b4d5e4f60"
+
+
+def s3_event(
+    key: str,
+    *,
+    name: str = "ObjectCreated:Put",
+    bucket: str = "photos",
+    time: str = "2026-11-21T10:15:30.123Z",
+    sequencer: str = "18EA07F04CD9E11500000000",
+    size: int = 1234,
+    version_id: str | None = None,
+) -> dict[str, Any]:
+    """One S3 event record (2.1) as the pipeline makes it."""
+    obj: dict[str, Any] = {"key": encode_key(key)}
+    if name.startswith("ObjectCreated:"):
+        obj["size"] = size
+        obj["eTag"] = ETAG
+    if version_id is not None:
+        obj["versionId"] = version_id
+    obj["sequencer"] = sequencer
+    return {
+        "eventVersion": "2.1",
+        "eventSource": "ripple:s3",
+        "awsRegion": "",
+        "eventTime": time,
+        "eventName": name,
+        "userIdentity": {"principalId": "AKIAUSER1"},
+        "requestParameters": {"sourceIPAddress": "192.0.2.7"},
+        "responseElements": {
+            "x-amz-request-id": "C3D13FE58DE4C810",
+            "x-amz-id-2": "FMyUVURIY8/IgAtTv8xRjskZQpcIZ9KG4V5Wp6S7S",
+        },
+        "s3": {
+            "s3SchemaVersion": "1.0",
+            "configurationId": "ObjectEvents",
+            "bucket": {
+                "name": bucket,
+                "ownerIdentity": {"principalId": OWNER},
+                "arn": f"arn:aws:s3:::{bucket}",
+            },
+            "object": obj,
+        },
+    }
+
+
+def delivery(event: dict[str, Any], event_id: str, batch_id: int = 7) -> Delivery:
+    attributes = {
+        "eventName": event["eventName"],
+        "bucket": event["s3"]["bucket"]["name"],
+        "key": event["s3"]["object"]["key"],
+        "sequencer": event["s3"]["object"]["sequencer"],
+    }
+    return Delivery(
+        event_id=event_id,
+        event=event,
+        body=orjson.dumps({"Records": [event]}),
+        attributes=attributes,
+        batch_id=batch_id,
+    )
+
+
+def deliveries(count: int, *, batch_id: int = 7, first: int = 0) -> list[Delivery]:
+    """`count` put events of keys `photo-<n>.jpg`, event ids `evt-<n>` (n from `first`)."""
+    return [
+        delivery(
+            s3_event(f"photo-{n}.jpg", sequencer=f"18EA07F04CD9E115{n:08X}"),
+            f"evt-{n:04d}",
+            batch_id,
+        )
+        for n in range(first, first + count)
+    ]
