@@ -12,11 +12,11 @@ last commit timestamp to its clock, so every later record commits after it, and 
 
 from __future__ import annotations
 
-import json
 import time
 from collections.abc import Iterator, Mapping
 from typing import Any
 
+import orjson
 import sqlalchemy as sa
 from sqlalchemy.engine import Engine
 
@@ -97,21 +97,11 @@ class ChangeStreamReader:
         table, column_types, capture_type = self._version(conn, row["stream_version"])
         return {
             "stream": self.stream,
-            "partition": row["partition"],
-            "position": row["position"],
-            "commit_timestamp": rfc3339_ns(row["commit_ns"]),
-            "record_sequence": f"{row['record_sequence']:08d}",
-            "server_transaction_id": row["transaction_id"],
-            "is_last_record_in_transaction_in_partition": bool(row["is_last_in_partition"]),
-            "table_name": table,
+            **change_record(row, table),
             "column_types": column_types,
-            "mods": json.loads(row["mods"]),
-            "mod_type": ModType(row["mod_type"]).name,
             "value_capture_type": capture_type,
             "number_of_records_in_transaction": row["records_in_transaction"],
             "number_of_partitions_in_transaction": row["partitions_in_transaction"],
-            "transaction_tag": row["transaction_tag"],
-            "is_system_transaction": bool(row["is_system_transaction"]),
         }
 
     def heartbeat(
@@ -270,3 +260,21 @@ class ChangeStreamReader:
                         yield beat
             if idle:
                 time.sleep(poll_seconds)
+
+
+def change_record(row: Mapping[str, Any], table: str) -> dict[str, Any]:
+    """The fields of a data change record that its `change_records` row holds by itself
+    (the reader adds those of the stream's definition); also the pipeline's records."""
+    return {
+        "partition": row["partition"],
+        "position": row["position"],
+        "commit_timestamp": rfc3339_ns(row["commit_ns"]),
+        "record_sequence": f"{row['record_sequence']:08d}",
+        "server_transaction_id": row["transaction_id"],
+        "is_last_record_in_transaction_in_partition": bool(row["is_last_in_partition"]),
+        "table_name": table,
+        "mods": orjson.loads(row["mods"]),
+        "mod_type": ModType(row["mod_type"]).name,
+        "transaction_tag": row["transaction_tag"],
+        "is_system_transaction": bool(row["is_system_transaction"]),
+    }

@@ -31,10 +31,13 @@ def parse_since(value: str, now: datetime | None = None) -> int:
     return datetime_ns(when)
 
 
-def transactions(records: Iterable[dict[str, Any]]) -> Iterator[list[dict[str, Any]]]:
+def transactions(
+    records: Iterable[dict[str, Any]], *, strict: bool = False
+) -> Iterator[list[dict[str, Any]]]:
     """Group one partition's records into whole transactions (heartbeats pass alone).
 
-    A transaction's records in a partition are consecutive and the last says so."""
+    A transaction's records in a partition are consecutive and the last says so. With
+    `strict`, records that end inside a transaction are an error, not left out."""
     pending: dict[int, list[dict[str, Any]]] = {}
     for record in records:
         if "heartbeat_record" in record:
@@ -44,6 +47,9 @@ def transactions(records: Iterable[dict[str, Any]]) -> Iterator[list[dict[str, A
         group.append(record)
         if record["is_last_record_in_transaction_in_partition"]:
             yield pending.pop(record["partition"])
+    if strict and pending:
+        partitions = ", ".join(str(p) for p in sorted(pending))
+        raise RuntimeError(f"the records end inside a transaction (partitions {partitions})")
 
 
 def to_events(

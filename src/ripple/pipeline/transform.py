@@ -16,9 +16,9 @@ import orjson
 import pyarrow as pa
 import sqlalchemy as sa
 
-from ripple.changestream.definition import ModType
-from ripple.changestream.values import rfc3339_ns
-from ripple.events import EventSettings, s3_events
+from ripple.changestream.reader import change_record
+from ripple.changestream.tail import transactions
+from ripple.events import EventSettings, s3_events, timestamp_ns
 from ripple.metabase.schema import projects
 from ripple.pipeline.source import engine_for
 
@@ -40,30 +40,12 @@ SPARK_EVENT_SCHEMA = (
     "partition int, position bigint, commit_ns bigint, event_id string, project_id string, "
     "bucket string, key string, event_name string, sequencer string, message string"
 )
-_MOD_NAMES = {int(m): m.name for m in ModType}
 
 
 def event_id(partition: int, sequencer: str) -> str:
     """An event's id, the same however often it is delivered: commit timestamps are unique
     per transaction within a partition, and the sequencer holds it and the event's index."""
     return f"{partition}-{sequencer}"
-
-
-def change_record(row: Mapping[str, Any], table: str = "objects") -> dict[str, Any]:
-    """A source row as the data change record `s3_events` reads."""
-    return {
-        "partition": row["partition"],
-        "position": row["position"],
-        "commit_timestamp": rfc3339_ns(row["commit_ns"]),
-        "record_sequence": f"{row['record_sequence']:08d}",
-        "server_transaction_id": row["transaction_id"],
-        "is_last_record_in_transaction_in_partition": row["is_last_in_partition"],
-        "table_name": table,
-        "mods": orjson.loads(row["mods"]),
-        "mod_type": _MOD_NAMES[row["mod_type"]],
-        "transaction_tag": row["transaction_tag"],
-        "is_system_transaction": row["is_system_transaction"],
-    }
 
 
 def events_of_rows(
@@ -73,19 +55,15 @@ def events_of_rows(
 ) -> Iterator[dict[str, Any]]:
     """Event rows (EVENT_SCHEMA) of source rows given in position order; a transaction's
     events come out once its last record in the partition has been seen."""
-    pending: dict[int, list[dict[str, Any]]] = {}
-    for row in rows:
-        group = pending.setdefault(row["partition"], [])
-        group.append(change_record(row))
-        if not row["is_last_in_partition"]:
-            continue
-        records = pending.pop(row["partition"])
-        last = records[-1]
-        for event in s3_events(records, owners=owner_of, settings=settings):
+    records = (change_record(row, "objects") for row in rows)
+    for group in transactions(records, strict=True):
+        last = group[-1]
+        commit_ns = timestamp_ns(last["commit_timestamp"])
+        for event in s3_events(group, owners=owner_of, settings=settings):
             yield {
                 "partition": last["partition"],
                 "position": last["position"],
-                "commit_ns": row["commit_ns"],
+                "commit_ns": commit_ns,
                 "event_id": event_id(last["partition"], event.sequencer),
                 "project_id": event.project_id,
                 "bucket": event.bucket,
@@ -94,9 +72,6 @@ def events_of_rows(
                 "sequencer": event.sequencer,
                 "message": orjson.dumps(event.message).decode(),
             }
-    if pending:
-        partitions = ", ".join(str(p) for p in sorted(pending))
-        raise RuntimeError(f"a batch ended inside a transaction (partitions {partitions})")
 
 
 class Owners:
