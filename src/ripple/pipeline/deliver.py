@@ -20,12 +20,15 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from typing import TypeVar
 
 from ripple.pipeline import metrics
-from ripple.pipeline.queue import RetryQueue, delivery_of
+from ripple.pipeline.queue import Queued, RetryQueue, delivery_of
 from ripple.targets.base import Delivery, Outcome, Result, Target
 
 log = logging.getLogger(__name__)
+
+Item = TypeVar("Item", Delivery, Queued)  # a delivery of a batch, or a queued one
 
 
 @dataclass(frozen=True)
@@ -117,8 +120,7 @@ class Deliverer:
                 return
             pending = deliveries
             for attempt in range(1, policy.attempts_in_batch + 1):
-                results = target.publish(pending)
-                retry = self._settle(target, pending, results)
+                _, retry = self._answered(target, pending, target.publish(pending))
                 if not retry:
                     return
                 if attempt == policy.attempts_in_batch:
@@ -129,28 +131,33 @@ class Deliverer:
         finally:
             metrics.PUSH_PENDING.labels(name).dec(len(deliveries))
 
-    def _settle(
-        self, target: Target, deliveries: Sequence[Delivery], results: Sequence[Result]
-    ) -> list[tuple[Delivery, str]]:
-        """Count the results, bury the permanent failures; return the ones to retry."""
-        if len(results) != len(deliveries):
-            raise RuntimeError(f"target {target.name} answered {len(results)} of {len(deliveries)}")
-        retry, dead = [], []
-        ok = 0
-        for delivery, result in zip(deliveries, results, strict=True):
+    def _answered(
+        self, target: Target, items: Sequence[Item], results: Sequence[Result]
+    ) -> tuple[list[Item], list[tuple[Item, str]]]:
+        """Count the results of publishing `items` and bury what the target refused for
+        good; return the acknowledged items and those to try again, with their errors."""
+        if len(results) != len(items):
+            raise RuntimeError(f"target {target.name} answered {len(results)} of {len(items)}")
+        ok: list[Item] = []
+        retry: list[tuple[Item, str]] = []
+        dead: list[tuple[Item, str]] = []
+        for item, result in zip(items, results, strict=True):
             if result.outcome is Outcome.OK:
-                ok += 1
+                ok.append(item)
             elif result.outcome is Outcome.PERMANENT:
-                dead.append((delivery, result.error or "refused"))
+                dead.append((item, result.error or "refused"))
             else:
-                retry.append((delivery, result.error or "failed"))
-        metrics.PUSH_OK.labels(target.name).inc(ok)
+                retry.append((item, result.error or "failed"))
+        metrics.PUSH_OK.labels(target.name).inc(len(ok))
         metrics.PUSH_FAIL.labels(target.name).inc(len(retry) + len(dead))
         if dead:
-            self.queue.bury(target.name, dead)
-            metrics.DEADLETTER.labels(target.name).inc(len(dead))
+            self._bury(target, dead)
             log.warning("%s refused %d events: %s", target.name, len(dead), dead[0][1])
-        return retry
+        return ok, retry
+
+    def _bury(self, target: Target, dead: Sequence[tuple[Delivery | Queued, str]]) -> None:
+        self.queue.bury(target.name, dead)
+        metrics.DEADLETTER.labels(target.name).inc(len(dead))
 
     def _queue(self, target: Target, failed: list[tuple[Delivery, str]]) -> None:
         policy = self.policy(target)
@@ -168,10 +175,11 @@ class Deliverer:
         """Try every failing target's due queued events once; returns how many were
         delivered. A target whose queue empties is healthy again."""
         queued = set(self.queue.destinations())  # the queue, not memory, says who is failing
+        now_ns = now_ns or time.time_ns()
         delivered = 0
         for target in self._all():
             if target.name in queued:
-                delivered += self._drain(target, now_ns or time.time_ns(), limit)
+                delivered += self._drain(target, now_ns, limit)
         return delivered
 
     def _drain(self, target: Target, now_ns: int, limit: int) -> int:
@@ -186,27 +194,19 @@ class Deliverer:
         dead_ids = {e.id for e, _ in expired}
         entries = [e for e in due if e.id not in dead_ids]
         if expired:
-            self.queue.bury(target.name, expired)
-            metrics.DEADLETTER.labels(target.name).inc(len(expired))
+            self._bury(target, expired)
         delivered = 0
         if entries:
             results = target.publish([delivery_of(e) for e in entries])
-            ok_ids, again, dead = [], [], []
-            for entry, result in zip(entries, results, strict=True):
-                if result.outcome is Outcome.OK:
-                    ok_ids.append(entry.id)
-                elif result.outcome is Outcome.PERMANENT:
-                    dead.append((entry, result.error or "refused"))
-                else:
-                    wait = policy.backoff_s(entry.attempts + 1, self._rng)
-                    again.append((entry, result.error or "failed", now_ns + int(wait * 1e9)))
-            self.queue.delivered(ok_ids)
-            self.queue.failed_again(again)
-            self.queue.bury(target.name, dead)
-            delivered = len(ok_ids)
-            metrics.PUSH_OK.labels(target.name).inc(delivered)
-            metrics.PUSH_FAIL.labels(target.name).inc(len(again) + len(dead))
-            metrics.DEADLETTER.labels(target.name).inc(len(dead))
+            ok, retry = self._answered(target, entries, results)
+            self.queue.delivered(e.id for e in ok)
+            self.queue.failed_again(
+                [
+                    (e, error, now_ns + int(policy.backoff_s(e.attempts + 1, self._rng) * 1e9))
+                    for e, error in retry
+                ]
+            )
+            delivered = len(ok)
         with self._lock:  # a batch queueing meanwhile adds itself back under the same lock
             remaining = self.queue.length(target.name)
             if remaining == 0:

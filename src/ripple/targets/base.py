@@ -35,6 +35,11 @@ class Result:
 OK = Result(Outcome.OK)
 
 
+def one_line(e: object) -> str:
+    """An error's text on one line (for results, logs and the dead letters)."""
+    return " ".join(str(e).split()) or type(e).__name__
+
+
 @dataclass(frozen=True)
 class Delivery:
     """One event on its way to one destination."""

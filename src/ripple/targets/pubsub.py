@@ -34,7 +34,7 @@ from google.api_core import exceptions as api_exceptions
 from google.cloud import pubsub_v1  # type: ignore[import-untyped]
 from google.pubsub_v1.services.publisher.transports.grpc import PublisherGrpcTransport
 
-from ripple.targets.base import OK, Delivery, Outcome, Result
+from ripple.targets.base import OK, Delivery, Outcome, Result, one_line
 
 __all__ = ["PubSubTarget", "ordering_key"]
 
@@ -108,7 +108,7 @@ class PubSubTarget:
                     **dict(delivery.attributes),
                 )
             except _publisher_exceptions.MessageTooLargeError as e:
-                pending.append(Result(Outcome.PERMANENT, _one_line(e)))
+                pending.append(Result(Outcome.PERMANENT, one_line(e)))
             else:
                 pending.append(future)
         deadline = time.monotonic() + self.timeout_s
@@ -160,9 +160,5 @@ def _wait(pending: Future[str] | Result, deadline: float, timeout_s: float) -> R
 
 def _error(e: BaseException) -> str:
     if isinstance(e, api_exceptions.GoogleAPICallError) and e.grpc_status_code is not None:
-        return f"{e.grpc_status_code.name}: {_one_line(e.message or e)}"
-    return f"{type(e).__name__}: {_one_line(e)}"
-
-
-def _one_line(e: object) -> str:
-    return " ".join(str(e).split()) or type(e).__name__
+        return f"{e.grpc_status_code.name}: {one_line(e.message or e)}"
+    return f"{type(e).__name__}: {one_line(e)}"

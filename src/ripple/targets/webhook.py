@@ -26,7 +26,7 @@ from urllib.parse import urlsplit
 import httpx
 import orjson
 
-from ripple.targets.base import OK, Delivery, Outcome, Result
+from ripple.targets.base import OK, Delivery, Outcome, Result, one_line
 
 __all__ = ["Envelope", "WebhookConfig", "WebhookTarget", "from_arguments"]
 
@@ -146,11 +146,11 @@ class WebhookTarget:
         except httpx.ConnectError as e:
             if isinstance(e.__cause__, ConnectionRefusedError) or "refused" in str(e).lower():
                 return Result(Outcome.RETRY, f"connection refused: {url}")
-            return Result(Outcome.RETRY, f"cannot connect to {url}: {_one_line(e)}")
+            return Result(Outcome.RETRY, f"cannot connect to {url}: {one_line(e)}")
         except httpx.RemoteProtocolError as e:
-            return Result(Outcome.RETRY, f"connection to {url} broken: {_one_line(e)}")
+            return Result(Outcome.RETRY, f"connection to {url} broken: {one_line(e)}")
         except httpx.TransportError as e:
-            return Result(Outcome.RETRY, f"{type(e).__name__} from {url}: {_one_line(e)}")
+            return Result(Outcome.RETRY, f"{type(e).__name__} from {url}: {one_line(e)}")
         return _outcome(response.status_code, url)
 
 
@@ -161,10 +161,6 @@ def _outcome(status: int, url: str) -> Result:
     if 400 <= status < 500 and status not in (408, 429):
         return Result(Outcome.PERMANENT, error)
     return Result(Outcome.RETRY, error)
-
-
-def _one_line(e: BaseException) -> str:
-    return " ".join(str(e).split()) or type(e).__name__
 
 
 _TRUE = {"true", "yes", "1", "on"}
