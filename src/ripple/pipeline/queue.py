@@ -17,7 +17,7 @@ import orjson
 import sqlalchemy as sa
 from sqlalchemy.dialects import postgresql, sqlite
 
-from ripple.pipeline.route import event_attributes
+from ripple.pipeline.route import delivery
 from ripple.pipeline.schema import dead_letters, delivery_retries
 from ripple.targets.base import Delivery
 
@@ -37,13 +37,7 @@ class Queued:
 
 def delivery_of(entry: Queued) -> Delivery:
     """The delivery of a queued event, as the route made it (batch id -1: a retry)."""
-    return Delivery(
-        event_id=entry.event_id,
-        event=entry.event,
-        body=orjson.dumps({"Records": [entry.event]}),
-        attributes=event_attributes(entry.event),
-        batch_id=-1,
-    )
+    return delivery(entry.event_id, entry.event, batch_id=-1)
 
 
 class RetryQueue:

@@ -45,6 +45,17 @@ def event_attributes(event: Mapping[str, Any]) -> dict[str, str]:
     return attrs
 
 
+def delivery(event_id: str, event: Mapping[str, Any], batch_id: int) -> Delivery:
+    """An event on its way: the message `{"Records":[event]}` and its attributes."""
+    return Delivery(
+        event_id=event_id,
+        event=event,
+        body=orjson.dumps({"Records": [event]}),
+        attributes=event_attributes(event),
+        batch_id=batch_id,
+    )
+
+
 def route(rows: Iterable[Mapping[str, Any]], registry: Registry, batch_id: int) -> Routed:
     routed = Routed()
     for row in rows:
@@ -71,13 +82,7 @@ def route(rows: Iterable[Mapping[str, Any]], registry: Registry, batch_id: int) 
                 message = {**event, "s3": {**event["s3"]}}
                 message["s3"]["configurationId"] = destination.configuration_id
             routed.by_topic.setdefault(destination.topic, []).append(
-                Delivery(
-                    event_id=row["event_id"],
-                    event=message,
-                    body=orjson.dumps({"Records": [message]}),
-                    attributes=event_attributes(message),
-                    batch_id=batch_id,
-                )
+                delivery(row["event_id"], message, batch_id)
             )
             metrics.EVENTS_TRIGGERED.inc()
     return routed

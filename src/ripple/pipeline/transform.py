@@ -75,27 +75,29 @@ def events_of_rows(
 
 
 class Owners:
-    """Private project id → public id (the bucket owner in events), read on first need."""
+    """Private project id → public id (the bucket owner in events), read on first need,
+    through one connection pool for the task (`close` ends it)."""
 
     def __init__(self, url: str) -> None:
         self.url = url
+        self._engine: sa.Engine | None = None
         self._known: dict[str, str] = {}
 
     def __call__(self, project_id: str) -> str:
         if project_id not in self._known:
-            engine = engine_for(self.url)
-            try:
-                with engine.connect() as conn:
-                    public = conn.execute(
-                        sa.select(projects.c.public_id).where(
-                            projects.c.id == uuid.UUID(project_id)
-                        )
-                    ).scalar()
-            finally:
-                engine.dispose()
+            if self._engine is None:
+                self._engine = engine_for(self.url)
+            with self._engine.connect() as conn:
+                public = conn.execute(
+                    sa.select(projects.c.public_id).where(projects.c.id == uuid.UUID(project_id))
+                ).scalar()
             # A project deleted since: its events still go out, owned by nobody known.
             self._known[project_id] = str(public) if public is not None else ""
         return self._known[project_id]
+
+    def close(self) -> None:
+        if self._engine is not None:
+            self._engine.dispose()
 
 
 def events_of_batches(
@@ -111,12 +113,15 @@ def events_of_batches(
                 yield from batch.to_pylist()
 
         out: list[dict[str, Any]] = []
-        for event in events_of_rows(rows(), owners, settings):
-            out.append(event)
-            if len(out) >= 10_000:
+        try:
+            for event in events_of_rows(rows(), owners, settings):
+                out.append(event)
+                if len(out) >= 10_000:
+                    yield pa.RecordBatch.from_pylist(out, schema=EVENT_SCHEMA)
+                    out = []
+            if out:
                 yield pa.RecordBatch.from_pylist(out, schema=EVENT_SCHEMA)
-                out = []
-        if out:
-            yield pa.RecordBatch.from_pylist(out, schema=EVENT_SCHEMA)
+        finally:
+            owners.close()
 
     return transform
