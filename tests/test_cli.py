@@ -3,9 +3,10 @@ run as a user would), configuration and connection errors, `ripple db status`.""
 
 from __future__ import annotations
 
-import os
+import re
 import subprocess
 import sys
+import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -19,35 +20,22 @@ from ripple.config import ENVIRONMENT_VARIABLES
 from ripple.metabase import Metabase, create_project
 from ripple.metabase.migrate import head_revision
 from tests.conftest import fresh_postgres_database
+from tests.ripple_process import RIPPLE, RippleProcess, environment, table_rows
 
-RIPPLE = Path(sys.executable).with_name("ripple")
 RIPPLE_VARIABLES = ENVIRONMENT_VARIABLES
 
 
 def run_ripple(cwd: Path, *args: str, **env: str) -> subprocess.CompletedProcess[str]:
     """The installed `ripple` command, with no RIPPLE_* variables but those given."""
-    environ = {k: v for k, v in os.environ.items() if k not in RIPPLE_VARIABLES}
-    environ.update(env)
-    environ["COLUMNS"] = "250"  # keep rich from wrapping long paths
     return subprocess.run(
         [str(RIPPLE), *args],
         cwd=cwd,
-        env=environ,
+        env=environment(**env),
         capture_output=True,
         text=True,
         timeout=60,
         check=False,
     )
-
-
-def table_rows(output: str) -> dict[str, str]:
-    """The label -> value rows of the table `ripple up` prints."""
-    rows: dict[str, str] = {}
-    for line in output.splitlines():
-        cells = [c.strip() for c in line.split("│") if c.strip()]
-        if len(cells) == 2:
-            rows[cells[0]] = cells[1]
-    return rows
 
 
 @pytest.fixture
@@ -79,9 +67,11 @@ def test_up_help(runner: CliRunner) -> None:
     result = runner.invoke(cli, ["up", "--help"])
     assert result.exit_code == 0, result.output
     text = " ".join(result.output.split())
-    assert "Run ripple's main job on the embedded defaults." in text
+    assert "Run ripple's main job on the embedded defaults, until Ctrl-C." in text
     assert "migrates the metabase to the newest schema" in text
-    assert "Safe to run again" in text
+    assert "migrations that already ran are skipped" in text
+    assert "runs the eventing pipeline" in text
+    assert "until Ctrl-C" in text
 
 
 def test_db_help(runner: CliRunner) -> None:
@@ -108,37 +98,22 @@ def test_installed_help() -> None:
 # --- ripple up ------------------------------------------------------------------------
 
 
-def test_up_on_sqlite_creates_the_metabase(tmp_path: Path) -> None:
+def scrape(url: str) -> dict[str, float]:
+    """The samples a Prometheus endpoint serves: `name{labels}` -> value."""
+    with urllib.request.urlopen(url, timeout=10) as response:
+        text = response.read().decode()
+    samples: dict[str, float] = {}
+    for line in text.splitlines():
+        if line and not line.startswith("#"):
+            name, _, value = line.rpartition(" ")
+            samples[name] = float(value)
+    return samples
+
+
+def test_up_on_sqlite_migrates_runs_the_pipeline_and_stops_on_ctrl_c(tmp_path: Path) -> None:
     data = tmp_path / "data"
-    result = run_ripple(tmp_path, "up", RIPPLE_DATA_DIR=str(data))
-    assert result.returncode == 0, result.stderr
-    database = data / "metabase.db"
-    assert database.is_file()
-    rows = table_rows(result.stdout)
-    assert rows == {
-        "data directory": str(data.resolve()),
-        "metabase": f"sqlite:///{database}",
-        "schema revision": str(head_revision()),
-        "projects": "0",
-        "buckets": "0",
-        "objects": "0",
-    }
-    assert "metabase ready" in result.stdout
-
-    db = Metabase(f"sqlite:///{database}")
-    try:
-        with db.read() as conn:
-            tables = set(sa.inspect(conn).get_table_names())
-    finally:
-        db.dispose()
-    assert {"projects", "buckets", "objects"} <= tables
-
-
-def test_up_twice_keeps_data_and_counts_it(tmp_path: Path) -> None:
-    data = tmp_path / "data"
-    first = run_ripple(tmp_path, "up", RIPPLE_DATA_DIR=str(data))
-    assert first.returncode == 0, first.stderr
-
+    upgraded = run_ripple(tmp_path, "db", "upgrade", RIPPLE_DATA_DIR=str(data))
+    assert upgraded.returncode == 0, upgraded.stderr
     db = Metabase(f"sqlite:///{data / 'metabase.db'}")
     try:
         create_project(db, "one")
@@ -146,23 +121,45 @@ def test_up_twice_keeps_data_and_counts_it(tmp_path: Path) -> None:
     finally:
         db.dispose()
 
-    second = run_ripple(tmp_path, "up", RIPPLE_DATA_DIR=str(data))
-    assert second.returncode == 0, second.stderr
-    rows = table_rows(second.stdout)
-    assert rows["schema revision"] == str(head_revision())
-    assert (rows["projects"], rows["buckets"], rows["objects"]) == ("2", "0", "0")
+    with RippleProcess(
+        tmp_path, "up", RIPPLE_DATA_DIR=str(data), RIPPLE_METRICS_ADDRESS="127.0.0.1:0"
+    ) as ripple:
+        ripple.wait_for_output("pipeline running")
+        rows = table_rows(ripple.stdout)
+        metrics = scrape(rows["metrics"])
+        code = ripple.interrupt()
+    assert code == 0, ripple.stderr[-3000:]
+    database = data / "metabase.db"
+    assert rows == {
+        "data directory": str(data.resolve()),
+        "schema revision": str(head_revision()),
+        "projects": "2",
+        "buckets": "0",
+        "objects": "0",
+        "metabase": f"sqlite:///{database}",
+        "spark master": "local[*]",
+        "checkpoint": str((data / "checkpoint").resolve()),
+        "metrics": rows["metrics"],
+        "eventing buckets": "0",
+    }
+    assert re.fullmatch(r"http://127\.0\.0\.1:[1-9][0-9]*/metrics", rows["metrics"])
+    assert metrics["ripple_events_unrouted_total"] == 0
+    assert "ripple_pipeline_lag_seconds" in metrics
+    assert ripple.stdout.rstrip().endswith("pipeline stopped")
+    assert "SIGINT: stopping after the batch in flight" in ripple.stderr
+    assert (data / "checkpoint" / "metadata").is_file()
 
 
-def test_up_with_default_data_dir(runner: CliRunner, tmp_path: Path) -> None:
-    result = runner.invoke(cli, ["up"])
+def test_db_upgrade_with_default_data_dir(runner: CliRunner, tmp_path: Path) -> None:
+    result = runner.invoke(cli, ["db", "upgrade"])
     assert result.exit_code == 0, result.output
     assert (tmp_path / ".ripple" / "metabase.db").is_file()
-    assert "metabase ready" in result.output
+    assert f"is at revision {head_revision()}" in result.output
 
 
-def test_up_reads_ripple_toml(runner: CliRunner, tmp_path: Path) -> None:
+def test_db_upgrade_reads_ripple_toml(runner: CliRunner, tmp_path: Path) -> None:
     (tmp_path / "ripple.toml").write_text('data-dir = "from-file"\n', encoding="utf-8")
-    result = runner.invoke(cli, ["up"])
+    result = runner.invoke(cli, ["db", "upgrade"])
     assert result.exit_code == 0, result.output
     assert (tmp_path / "from-file" / "metabase.db").is_file()
     assert not (tmp_path / ".ripple").exists()
@@ -178,11 +175,17 @@ def fresh_postgres_url(postgres_url: str) -> Iterator[str]:
 @pytest.mark.postgresql
 def test_up_on_postgresql(tmp_path: Path, fresh_postgres_url: str) -> None:
     data = tmp_path / "data"
-    result = run_ripple(
-        tmp_path, "up", RIPPLE_DATA_DIR=str(data), RIPPLE_DATABASE_URL=fresh_postgres_url
-    )
-    assert result.returncode == 0, result.stderr
-    rows = table_rows(result.stdout)
+    with RippleProcess(
+        tmp_path,
+        "up",
+        RIPPLE_DATA_DIR=str(data),
+        RIPPLE_DATABASE_URL=fresh_postgres_url,
+        RIPPLE_METRICS_ADDRESS="127.0.0.1:0",
+    ) as ripple:
+        ripple.wait_for_output("pipeline running")
+        code = ripple.interrupt()
+    assert code == 0, ripple.stderr[-3000:]
+    rows = table_rows(ripple.stdout)
     database = sa.make_url(fresh_postgres_url).database
     assert rows["metabase"].startswith("postgresql+psycopg://")
     assert rows["metabase"].endswith(f"/{database}")
@@ -194,13 +197,9 @@ def test_up_on_postgresql(tmp_path: Path, fresh_postgres_url: str) -> None:
         sa.make_url(fresh_postgres_url).set(drivername="postgresql").render_as_string(False)
     ) as conn:
         revision = conn.execute("SELECT version_num FROM alembic_version").fetchone()
+        offsets = conn.execute("SELECT count(*) FROM change_offsets").fetchone()
     assert revision == (head_revision(),)
-
-    again = run_ripple(
-        tmp_path, "up", RIPPLE_DATA_DIR=str(data), RIPPLE_DATABASE_URL=fresh_postgres_url
-    )
-    assert again.returncode == 0, again.stderr
-    assert table_rows(again.stdout)["schema revision"] == str(head_revision())
+    assert offsets == (0,)  # no records yet: nothing delivered, nothing committed
 
 
 def test_up_with_unreachable_database(tmp_path: Path) -> None:
@@ -247,7 +246,7 @@ def test_missing_named_config_file(runner: CliRunner, tmp_path: Path) -> None:
 def test_named_config_file(runner: CliRunner, tmp_path: Path) -> None:
     config = tmp_path / "custom.toml"
     config.write_text(f'data-dir = "{tmp_path / "custom"}"\n', encoding="utf-8")
-    result = runner.invoke(cli, ["--config", str(config), "up"])
+    result = runner.invoke(cli, ["--config", str(config), "db", "upgrade"])
     assert result.exit_code == 0, result.output
     assert (tmp_path / "custom" / "metabase.db").is_file()
 

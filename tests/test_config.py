@@ -315,3 +315,31 @@ def test_eventing_buckets_of_settings_built_by_hand() -> None:
     with pytest.raises(ConfigError) as info:
         _ = Settings(bucket_eventing_buckets="photos,logs").eventing_buckets
     assert str(info.value).startswith(EVENTING_PREFIX)
+
+
+def test_topics_tables(tmp_path: Path) -> None:
+    config = _write(
+        tmp_path / "ripple.toml",
+        '[topics."projects/my-team/topics/photos"]\n'
+        'push-endpoint = "https://hooks.example/s3"\n'
+        "time-to-live = 600\n"
+        "[topics.audit]\n"
+        'push-endpoint = "none"\n',
+    )
+    settings = load_settings(config, environ={})
+    photos = settings.topics["projects/my-team/topics/photos"]
+    assert (photos.push_endpoint, dict(photos.arguments)) == (
+        "https://hooks.example/s3",
+        {"time-to-live": "600"},
+    )
+    assert photos.kind == "webhook"
+    assert settings.topics["audit"].kind == "pull"
+
+
+def test_a_wrong_topic_is_one_line_naming_file_and_topic(tmp_path: Path) -> None:
+    config = _write(tmp_path / "ripple.toml", '[topics.audit]\npush-endpoint = "ftp://x"\n')
+    with pytest.raises(ConfigError) as raised:
+        load_settings(config, environ={})
+    message = str(raised.value)
+    assert message.startswith(f"{config}: topics.'audit': push-endpoint 'ftp://x': 'ftp' is not")
+    assert "\n" not in message

@@ -11,7 +11,7 @@ import os
 import tomllib
 import uuid
 from collections.abc import Mapping
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +19,7 @@ import sqlalchemy as sa
 
 from ripple.metabase.db import normalize_url
 from ripple.notifications.phase1 import EventingConfigError, parse_eventing_buckets
+from ripple.notifications.topics import Topic, parse_topics
 
 DEFAULT_CONFIG_FILE = "ripple.toml"
 
@@ -38,6 +39,8 @@ class Settings:
     mode: str = "dev"
     destinations_allow: str = ""
     metrics_address: str = ""
+    # `[topics."<name>"]` tables of the file (no environment variable): see notifications.topics
+    topics: Mapping[str, Topic] = field(default_factory=dict)
 
     @property
     def effective_database_url(self) -> str:
@@ -83,16 +86,24 @@ def _flatten(table: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
     return out
 
 
-def _from_file(path: Path) -> dict[str, str]:
+def _from_file(path: Path) -> dict[str, Any]:
     try:
         with path.open("rb") as f:
             raw = tomllib.load(f)
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(f"{path}: not valid TOML: {exc}") from exc
-    values: dict[str, str] = {}
+    values: dict[str, Any] = {}
+    if "topics" in raw:
+        tables = raw.pop("topics")
+        if not isinstance(tables, Mapping):
+            raise ConfigError(f'{path}: topics must be tables, e.g. [topics."NAME"]')
+        try:
+            values["topics"] = parse_topics(tables)
+        except ValueError as e:
+            raise ConfigError(f"{path}: {e}") from e
     for key, value in _flatten(raw).items():
         if key not in _KEYS:
-            known = ", ".join(sorted(_KEYS))
+            known = ", ".join([*sorted(_KEYS), 'topics."NAME".ARGUMENT'])
             raise ConfigError(f"{path}: unknown key {key!r} (known keys: {known})")
         if isinstance(value, list) and key == "bucket-eventing.buckets":
             value = ",".join(str(v) for v in value)
@@ -127,7 +138,7 @@ def load_settings(
     named file that does not exist is an error.
     """
     env = os.environ if environ is None else environ
-    values: dict[str, str] = {}
+    values: dict[str, Any] = {}
     if config_file is not None:
         path = Path(config_file)
         if not path.is_file():
@@ -141,7 +152,7 @@ def load_settings(
 
     known = {f.name for f in fields(Settings)}
     assert known >= set(values)
-    typed: dict[str, Any] = {k: v.strip() for k, v in values.items()}
+    typed: dict[str, Any] = {k: v.strip() if isinstance(v, str) else v for k, v in values.items()}
     if "data_dir" in typed:
         if not typed["data_dir"]:
             raise ConfigError("data-dir (RIPPLE_DATA_DIR) must not be empty")

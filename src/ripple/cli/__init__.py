@@ -12,7 +12,9 @@ import click
 from ripple import __version__
 from ripple.cli.changestream import changestream
 from ripple.cli.db import db
+from ripple.cli.deadletter import deadletter
 from ripple.cli.metabase import metabase_group
+from ripple.cli.pipeline import pipeline
 from ripple.cli.subscription import subscription
 from ripple.cli.up import up
 from ripple.config import ConfigError, load_settings
@@ -45,7 +47,7 @@ def cli(ctx: click.Context, config_file: Path | None) -> None:
         raise click.ClickException(str(e)) from e
 
 
-for command in (up, db, changestream, metabase_group, subscription):
+for command in (up, db, changestream, metabase_group, pipeline, subscription, deadletter):
     cli.add_command(command)
 
 

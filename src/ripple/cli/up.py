@@ -1,4 +1,4 @@
-"""`ripple up`: the main job on the embedded defaults."""
+"""`ripple up`: the main job on the embedded defaults: migrate, then run the pipeline."""
 
 from __future__ import annotations
 
@@ -6,17 +6,22 @@ import click
 import sqlalchemy as sa
 from rich.table import Table
 
-from ripple.cli.common import console, migrate, open_metabase, safe_url, settings_of
+from ripple.cli.common import migrate, open_metabase, settings_of
+from ripple.cli.pipeline import run_pipeline
 from ripple.metabase.schema import buckets, objects, projects
+
+DEFAULT_METRICS_ADDRESS = "127.0.0.1:9464"
 
 
 @click.command()
 @click.pass_context
 def up(ctx: click.Context) -> None:
-    """Run ripple's main job on the embedded defaults.
+    """Run ripple's main job on the embedded defaults, until Ctrl-C.
 
-    Creates the data directory, migrates the metabase to the newest schema and reports
-    what it holds. Safe to run again: migrations that already ran are skipped.
+    Creates the data directory, migrates the metabase to the newest schema (migrations
+    that already ran are skipped), prints where everything is, and runs the eventing
+    pipeline. Prometheus metrics are served on metrics.address (RIPPLE_METRICS_ADDRESS),
+    127.0.0.1:9464 by default.
     """
     settings = settings_of(ctx)
     settings.data_dir.mkdir(parents=True, exist_ok=True)
@@ -36,9 +41,11 @@ def up(ctx: click.Context) -> None:
         db.dispose()
     table = Table(title="ripple", show_header=False, title_justify="left")
     table.add_row("data directory", str(settings.data_dir.resolve()))
-    table.add_row("metabase", safe_url(db))
     table.add_row("schema revision", str(revision))
     for name, count in counts.items():
         table.add_row(name, str(count))
-    console.print(table)
-    console.print("[green]metabase ready[/green]")
+    run_pipeline(
+        settings,
+        metrics_address=settings.metrics_address or DEFAULT_METRICS_ADDRESS,
+        table=table,
+    )

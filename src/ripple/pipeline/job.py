@@ -52,6 +52,7 @@ class JobSettings:
 def spark_session(master: str, conf: dict[str, str] | None = None) -> SparkSession:
     """A Spark session tuned for small, frequent micro-batches on few cores."""
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")  # loopback only, and no warning
     builder = (
         SparkSession.builder.master(master)
         .appName("ripple-pipeline")

@@ -162,6 +162,13 @@ class RetryQueue:
         with self.engine.connect() as conn:
             return [_queued(row, row.reason) for row in conn.execute(query)]
 
+    def dead_count(self, destination: str | None = None) -> int:
+        query = sa.select(sa.func.count()).select_from(dead_letters)
+        if destination is not None:
+            query = query.where(dead_letters.c.destination == destination)
+        with self.engine.connect() as conn:
+            return int(conn.execute(query).scalar_one())
+
     def replay(self, destination: str | None = None) -> int:
         """Put dead letters back into their destinations' retry queues, due now."""
         d = dead_letters.c

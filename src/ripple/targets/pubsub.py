@@ -25,7 +25,7 @@ import contextlib
 import hashlib
 import re
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from concurrent.futures import Future
 from typing import Any
 
@@ -34,9 +34,10 @@ from google.api_core import exceptions as api_exceptions
 from google.cloud import pubsub_v1  # type: ignore[import-untyped]
 from google.pubsub_v1.services.publisher.transports.grpc import PublisherGrpcTransport
 
+from ripple.targets.arguments import flag, positive
 from ripple.targets.base import OK, Delivery, Outcome, Result, one_line
 
-__all__ = ["PubSubTarget", "ordering_key"]
+__all__ = ["PubSubTarget", "from_arguments", "ordering_key"]
 
 _publisher_exceptions = pubsub_v1.publisher.exceptions  # the library has no type hints
 
@@ -132,6 +133,31 @@ class PubSubTarget:
         # RuntimeError: not paused (yet), e.g. the publish timed out here and is still in flight
         with contextlib.suppress(RuntimeError):
             self._client.resume_publish(self.topic, key)
+
+
+_ARGUMENTS = ("ordering", "endpoint", "timeout")
+
+
+def from_arguments(name: str, topic: str, arguments: Mapping[str, str]) -> PubSubTarget:
+    """A Pub/Sub target named `name` publishing to `topic`, from string arguments:
+    `ordering` (true/false), `endpoint` (host:port of an emulator), `timeout` (seconds).
+    A wrong or unknown argument raises `ValueError` naming it."""
+    try:
+        for arg in arguments:
+            if arg not in _ARGUMENTS:
+                raise ValueError(
+                    f"unknown argument {arg!r}; expected one of {', '.join(_ARGUMENTS)}"
+                )
+        target = PubSubTarget(
+            topic,
+            ordering=flag("ordering", arguments["ordering"]) if "ordering" in arguments else False,
+            endpoint=arguments.get("endpoint"),
+            timeout_s=positive("timeout", arguments["timeout"]) if "timeout" in arguments else 10.0,
+        )
+    except ValueError as e:
+        raise ValueError(f"Pub/Sub topic {name!r}: {e}") from None
+    target.name = name
+    return target
 
 
 def ordering_key(delivery: Delivery) -> str:

@@ -26,6 +26,7 @@ from urllib.parse import urlsplit
 import httpx
 import orjson
 
+from ripple.targets.arguments import flag, positive, whole
 from ripple.targets.base import OK, Delivery, Outcome, Result, one_line
 
 __all__ = ["Envelope", "WebhookConfig", "WebhookTarget", "from_arguments"]
@@ -163,8 +164,6 @@ def _outcome(status: int, url: str) -> Result:
     return Result(Outcome.RETRY, error)
 
 
-_TRUE = {"true", "yes", "1", "on"}
-_FALSE = {"false", "no", "0", "off"}
 _PLAIN = ("verify-ssl", "timeout", "bearer-token", "secret", "max-in-flight", "envelope")
 _ARGUMENTS = (*_PLAIN, "subscription", "header.<Name>")
 
@@ -201,25 +200,11 @@ def _config(url: str, arguments: Mapping[str, str]) -> WebhookConfig:
     for arg, value in arguments.items():
         if (arg == "bearer-token" or arg.startswith("header.")) and _BAD_VALUE.search(value):
             raise ValueError(f"argument {arg!r} has a line break or NUL in its value")
-    verify_ssl = True
-    if "verify-ssl" in options:
-        flag = options["verify-ssl"].strip().lower()
-        if flag not in _TRUE | _FALSE:
-            raise ValueError(
-                f"argument 'verify-ssl' must be true or false, not {options['verify-ssl']!r}"
-            )
-        verify_ssl = flag in _TRUE
-    timeout_s = 5.0
-    if "timeout" in options:
-        timeout_s = _positive("timeout", options["timeout"], "a number of seconds")
+    verify_ssl = flag("verify-ssl", options["verify-ssl"]) if "verify-ssl" in options else True
+    timeout_s = positive("timeout", options["timeout"]) if "timeout" in options else 5.0
     max_in_flight = 16
     if "max-in-flight" in options:
-        count = _positive("max-in-flight", options["max-in-flight"], "a whole number")
-        if count != int(count):
-            raise ValueError(
-                f"argument 'max-in-flight' must be a whole number, not {options['max-in-flight']!r}"
-            )
-        max_in_flight = int(count)
+        max_in_flight = whole("max-in-flight", options["max-in-flight"])
     raw_envelope = options.get("envelope", "s3")
     if raw_envelope not in _ENVELOPES:
         raise ValueError(
@@ -237,14 +222,3 @@ def _config(url: str, arguments: Mapping[str, str]) -> WebhookConfig:
         envelope=envelope,
         subscription=options.get("subscription", ""),
     )
-
-
-def _positive(arg: str, value: str, what: str) -> float:
-    """A finite number above zero, or `ValueError` naming the argument."""
-    try:
-        number = float(value.strip())
-    except ValueError:
-        number = float("nan")
-    if not 0 < number < float("inf"):
-        raise ValueError(f"argument {arg!r} must be {what} above zero, not {value!r}")
-    return number

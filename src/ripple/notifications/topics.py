@@ -1,0 +1,109 @@
+"""Topics: the named destinations bucket notifications send events to.
+
+A topic has a push endpoint and arguments, as the topics of a peer object store do. Until
+the topic API exists they are configured in `ripple.toml`, one table per topic:
+
+    [topics."projects/my-team/topics/photos"]
+    push-endpoint = "https://hooks.example/s3"
+    secret = "s3cr3t"
+    time-to-live = 3600
+
+The push endpoint says where the topic's events are pushed:
+
+- not set: a topic named like a Google Pub/Sub topic (`projects/P/topics/T`, as the phase-1
+  list names them) is published to Pub/Sub; any other topic is pull-only;
+- `http://…` or `https://…`: a webhook;
+- `pubsub://projects/P/topics/T`: that Pub/Sub topic;
+- `none`: pull-only: events are kept only for the topic's pull subscriptions.
+
+Every topic's events are also stored in its pull subscriptions, whatever its endpoint.
+`parse_topics` checks the shape; what the arguments mean is the targets' business
+(`ripple.pipeline.destinations`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from ripple.notifications.phase1 import topic_name_problem
+
+__all__ = ["PULL_ONLY", "EndpointKind", "Topic", "parse_topics"]
+
+PULL_ONLY = "none"
+EndpointKind = Literal["webhook", "pubsub", "pull"]
+
+
+@dataclass(frozen=True)
+class Topic:
+    name: str
+    push_endpoint: str = ""  # empty: the default for the name (see the module docstring)
+    arguments: Mapping[str, str] = field(default_factory=dict)
+
+    @property
+    def kind(self) -> EndpointKind:
+        """Where events are pushed: a webhook, Pub/Sub, or nowhere (pull-only)."""
+        endpoint = self.push_endpoint
+        if endpoint.startswith(("http://", "https://")):
+            return "webhook"
+        if endpoint.startswith("pubsub://"):
+            return "pubsub"
+        if not endpoint and topic_name_problem(self.name) is None:
+            return "pubsub"
+        return "pull"
+
+    @property
+    def pubsub_topic(self) -> str:
+        """The Pub/Sub topic a `pubsub` topic publishes to."""
+        return self.push_endpoint.removeprefix("pubsub://") or self.name
+
+
+def _text(value: Any) -> str | None:
+    """A TOML scalar as an argument string; None for tables, lists and dates."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, (str, int, float)):
+        return str(value)
+    return None
+
+
+def parse_topics(raw: Mapping[str, Any]) -> dict[str, Topic]:
+    """The `[topics."<name>"]` tables of the configuration file, checked.
+
+    Raises `ValueError` with one line naming the topic and argument at fault.
+    """
+    topics: dict[str, Topic] = {}
+    for name, table in raw.items():
+        where = f"topics.{name!r}"
+        if not name or name != name.strip():
+            raise ValueError(f"{where}: a topic name must be non-empty, without outer spaces")
+        if not isinstance(table, Mapping):
+            raise ValueError(
+                f"{where} must be a table of arguments, e.g. "
+                f'[topics."{name}"] push-endpoint = "https://hooks.example/s3"'
+            )
+        arguments: dict[str, str] = {}
+        for arg, value in table.items():
+            text = _text(value)
+            if text is None:
+                raise ValueError(
+                    f"{where}: argument {arg!r} must be a string, number or boolean, "
+                    f"not {type(value).__name__}"
+                )
+            arguments[arg] = text
+        endpoint = arguments.pop("push-endpoint", "").strip()
+        if endpoint == PULL_ONLY:
+            endpoint = PULL_ONLY
+        elif endpoint.startswith("pubsub://"):
+            problem = topic_name_problem(endpoint.removeprefix("pubsub://"))
+            if problem is not None:
+                raise ValueError(f"{where}: push-endpoint {endpoint!r}: {problem}")
+        elif endpoint and not endpoint.startswith(("http://", "https://")):
+            scheme = endpoint.split("://", 1)[0] if "://" in endpoint else endpoint
+            raise ValueError(
+                f"{where}: push-endpoint {endpoint!r}: {scheme!r} is not a supported endpoint; "
+                f"use http://…, https://…, pubsub://projects/P/topics/T or {PULL_ONLY!r}"
+            )
+        topics[name] = Topic(name, endpoint, arguments)
+    return topics

@@ -1,0 +1,107 @@
+"""The pipeline's targets, built from its topics.
+
+Each topic the bucket notifications name gets the target its push endpoint says (a webhook,
+Google Pub/Sub, or none when it is pull-only) and, always, its pull subscriptions. A topic a
+notification names but the configuration does not describe takes the defaults of
+`ripple.notifications.topics`. The retry arguments of a topic set the retry policy of its
+push target:
+
+| argument | default | meaning |
+|---|---|---|
+| `time-to-live` | 86400 | seconds a failing event is retried before it is a dead letter |
+| `max-retries` | 1000 | retries from the queue before it is a dead letter |
+| `retry-sleep-duration` | 0.05 | first backoff in seconds; it doubles with each attempt |
+
+Every other argument goes to the push target (see docs/targets.md). A wrong argument raises
+`ValueError` with one line naming the topic and the argument, before anything starts.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+
+from ripple.notifications.registry import Registry
+from ripple.notifications.topics import Topic
+from ripple.pipeline.deliver import RetryPolicy
+from ripple.subscriptions.store import SubscriptionStore
+from ripple.targets import pubsub, webhook
+from ripple.targets.arguments import positive, whole
+from ripple.targets.base import Target
+from ripple.targets.subscription import SubscriptionTarget
+
+__all__ = ["Destinations", "build", "topics_in_use"]
+
+RETRY_ARGUMENTS = ("time-to-live", "max-retries", "retry-sleep-duration")
+
+
+@dataclass
+class Destinations:
+    """What a `Deliverer` needs: each topic's targets, and the retry policy per target."""
+
+    targets: dict[str, list[Target]] = field(default_factory=dict)
+    policies: dict[str, RetryPolicy] = field(default_factory=dict)
+
+    def names(self) -> list[str]:
+        return [t.name for targets in self.targets.values() for t in targets]
+
+
+def topics_in_use(configured: Mapping[str, Topic], registry: Registry) -> dict[str, Topic]:
+    """The configured topics, plus every topic a bucket's notification names."""
+    topics = dict(configured)
+    for project_id, bucket in registry.buckets():
+        for destination in registry.destinations(project_id, bucket):
+            topics.setdefault(destination.topic, Topic(destination.topic))
+    return topics
+
+
+def policy_of(topic: Topic, default: RetryPolicy | None = None) -> RetryPolicy:
+    """The retry policy the topic's arguments set (`ValueError` naming a wrong one)."""
+    policy = default or RetryPolicy()
+    args = topic.arguments
+    try:
+        if "time-to-live" in args:
+            policy = replace(policy, time_to_live_s=positive("time-to-live", args["time-to-live"]))
+        if "max-retries" in args:
+            policy = replace(policy, max_retries=whole("max-retries", args["max-retries"]))
+        if "retry-sleep-duration" in args:
+            policy = replace(
+                policy,
+                base_delay_s=positive("retry-sleep-duration", args["retry-sleep-duration"]),
+            )
+    except ValueError as e:
+        raise ValueError(f"topic {topic.name!r}: {e}") from None
+    return policy
+
+
+def push_target(topic: Topic) -> Target | None:
+    """The target the topic's push endpoint names, or None for a pull-only topic."""
+    arguments = {k: v for k, v in topic.arguments.items() if k not in RETRY_ARGUMENTS}
+    match topic.kind:
+        case "webhook":
+            return webhook.from_arguments(topic.name, topic.push_endpoint, arguments)
+        case "pubsub":
+            return pubsub.from_arguments(topic.name, topic.pubsub_topic, arguments)
+        case _:
+            if arguments:
+                raise ValueError(
+                    f"topic {topic.name!r} is pull-only, so its arguments "
+                    f"{', '.join(map(repr, arguments))} would do nothing; remove them"
+                )
+            return None
+
+
+def build(
+    topics: Mapping[str, Topic], store: SubscriptionStore, default: RetryPolicy | None = None
+) -> Destinations:
+    """Every topic's push target (if any) and pull subscriptions, with their policies."""
+    built = Destinations()
+    for name, topic in sorted(topics.items()):
+        targets: list[Target] = []
+        target = push_target(topic)
+        if target is not None:
+            targets.append(target)
+            built.policies[target.name] = policy_of(topic, default)
+        targets.append(SubscriptionTarget(store, name))
+        built.targets[name] = targets
+    return built

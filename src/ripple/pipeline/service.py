@@ -1,0 +1,143 @@
+"""The pipeline as a service: settings in, a running job out, stopped by SIGINT or SIGTERM.
+
+`Pipeline.from_settings` builds everything before Spark starts, so a wrong topic argument
+or an unreachable metabase fails in a second with one line, not after a JVM has booted:
+the registry of eventing buckets, the topics and their targets, the retry queue, the
+checkpoint directory. `run` serves the Prometheus metrics (when an address is given) and
+runs the job in the calling (main) thread until a signal asks it to stop; the batch in
+flight completes and the checkpoint is left consistent.
+"""
+
+from __future__ import annotations
+
+import logging
+import signal
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import FrameType
+from typing import Any
+
+from prometheus_client import start_http_server
+from pyspark.sql.streaming.query import StreamingQuery
+
+from ripple.config import Settings
+from ripple.metabase import Metabase
+from ripple.metabase.migrate import current_revision, head_revision
+from ripple.notifications.registry import Registry
+from ripple.pipeline.deliver import Deliverer
+from ripple.pipeline.destinations import Destinations, build, topics_in_use
+from ripple.pipeline.job import JobSettings, run
+from ripple.pipeline.queue import RetryQueue
+from ripple.subscriptions.store import SubscriptionStore
+
+__all__ = ["Pipeline", "PipelineError", "parse_address"]
+
+log = logging.getLogger(__name__)
+
+
+class PipelineError(RuntimeError):
+    """The pipeline cannot start; the message is one line saying what to do."""
+
+
+def parse_address(address: str, what: str) -> tuple[str, int]:
+    """`host:port` (`PipelineError` naming `what` if malformed)."""
+    host, sep, port = address.rpartition(":")
+    if not sep or not host or not port.isdigit() or int(port) > 65535:
+        raise PipelineError(f"{what} {address!r} must be HOST:PORT, e.g. 127.0.0.1:9464")
+    return host.strip("[]"), int(port)
+
+
+@dataclass
+class Pipeline:
+    settings: Settings
+    job: JobSettings
+    metabase: Metabase
+    registry: Registry
+    destinations: Destinations
+    deliverer: Deliverer
+    metrics_address: str | None = None
+    stop: threading.Event = field(default_factory=threading.Event)
+
+    @classmethod
+    def from_settings(
+        cls,
+        settings: Settings,
+        *,
+        checkpoint_dir: Path | None = None,
+        metrics_address: str | None = None,
+        max_records_per_batch: int = 50_000,
+        trigger_interval: str = "0 seconds",
+    ) -> Pipeline:
+        registry = Registry.from_settings(settings)
+        metabase = Metabase(settings.effective_database_url, eventing=registry.is_eventing)
+        try:
+            revision, head = current_revision(metabase), head_revision()
+            if revision != head:
+                raise PipelineError(
+                    f"the metabase at {metabase.url.render_as_string(hide_password=True)} is at "
+                    f"schema revision {revision}, not {head}: run `ripple db upgrade` first"
+                )
+            topics = topics_in_use(settings.topics, registry)
+            try:
+                destinations = build(topics, SubscriptionStore(metabase))
+            except ValueError as e:
+                raise PipelineError(str(e)) from e
+        except BaseException:
+            metabase.dispose()
+            raise
+        if metrics_address is not None:
+            parse_address(metrics_address, "the metrics address")
+        deliverer = Deliverer(
+            destinations.targets, RetryQueue(metabase.writer), destinations.policies
+        )
+        job = JobSettings(
+            database_url=metabase.url.render_as_string(hide_password=False),
+            checkpoint_dir=checkpoint_dir or settings.data_dir / "checkpoint",
+            master=settings.spark_master,
+            region=settings.region,
+            max_records_per_batch=max_records_per_batch,
+            trigger_interval=trigger_interval,
+        )
+        return cls(settings, job, metabase, registry, destinations, deliverer, metrics_address)
+
+    def serve_metrics(self) -> str | None:
+        """Start the Prometheus endpoint; its `host:port` (the real port if 0 was asked)."""
+        if self.metrics_address is None:
+            return None
+        host, port = parse_address(self.metrics_address, "the metrics address")
+        try:
+            server, _ = start_http_server(port, addr=host)
+        except OSError as e:
+            raise PipelineError(
+                f"cannot serve metrics on {self.metrics_address}: {e.strerror or e}; "
+                "choose another port with --metrics-port or metrics.address"
+            ) from e
+        return f"{host}:{server.server_port}"
+
+    def _stop_on_signals(self) -> None:
+        """SIGINT and SIGTERM ask the job to stop after the batch in flight (installed once
+        Spark has started, which sets its own SIGINT handler)."""
+
+        def handler(signum: int, _frame: FrameType | None) -> None:
+            log.warning("%s: stopping after the batch in flight", signal.Signals(signum).name)
+            self.stop.set()
+
+        if threading.current_thread() is threading.main_thread():
+            signal.signal(signal.SIGINT, handler)
+            signal.signal(signal.SIGTERM, handler)
+
+    def run(self, on_started: Callable[[StreamingQuery], Any] | None = None) -> None:
+        """Run until SIGINT/SIGTERM or `stop`; raises if the query fails."""
+        self.job.checkpoint_dir.mkdir(parents=True, exist_ok=True)
+
+        def started(query: StreamingQuery) -> None:
+            self._stop_on_signals()
+            if on_started is not None:
+                on_started(query)
+
+        try:
+            run(self.job, self.registry, self.deliverer, self.stop, started)
+        finally:
+            self.metabase.dispose()
