@@ -343,3 +343,21 @@ def test_a_wrong_topic_is_one_line_naming_file_and_topic(tmp_path: Path) -> None
     message = str(raised.value)
     assert message.startswith(f"{config}: topics.'audit': push-endpoint 'ftp://x': 'ftp' is not")
     assert "\n" not in message
+
+
+def test_event_source_and_arn_partition(tmp_path: Path) -> None:
+    config = _write(
+        tmp_path / "ripple.toml", '[events]\nsource = "minio:s3"\narn-partition = "aws-cn"\n'
+    )
+    settings = load_settings(config, environ={"RIPPLE_REGION": "cn-north-1"})
+    events = settings.event_settings
+    assert (events.event_source, events.arn_partition, events.region) == (
+        "minio:s3",
+        "aws-cn",
+        "cn-north-1",
+    )
+    assert Settings().event_settings.event_source == "ripple:s3"
+    with pytest.raises(ConfigError, match=r"events.arn-partition \(RIPPLE_ARN_PARTITION\) must"):
+        load_settings(environ={"RIPPLE_ARN_PARTITION": "aws:x"})
+    with pytest.raises(ConfigError, match=r"events.source \(RIPPLE_EVENT_SOURCE\) must"):
+        load_settings(environ={"RIPPLE_EVENT_SOURCE": "my source"})

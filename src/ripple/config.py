@@ -8,6 +8,7 @@ that names the key or variable and what it should be.
 from __future__ import annotations
 
 import os
+import re
 import tomllib
 import uuid
 from collections.abc import Mapping
@@ -17,6 +18,7 @@ from typing import Any
 
 import sqlalchemy as sa
 
+from ripple.events import EventSettings
 from ripple.metabase.db import normalize_url
 from ripple.notifications.phase1 import EventingConfigError, parse_eventing_buckets
 from ripple.notifications.topics import Topic, parse_topics
@@ -39,6 +41,8 @@ class Settings:
     mode: str = "dev"
     destinations_allow: str = ""
     metrics_address: str = ""
+    event_source: str = "ripple:s3"
+    arn_partition: str = "aws"
     # `[topics."<name>"]` tables of the file (no environment variable): see notifications.topics
     topics: Mapping[str, Topic] = field(default_factory=dict)
 
@@ -48,6 +52,13 @@ class Settings:
         if self.database_url:
             return self.database_url
         return f"sqlite:///{(self.data_dir / 'metabase.db').as_posix()}"
+
+    @property
+    def event_settings(self) -> EventSettings:
+        """What event messages say that no change record does: source, region, partition."""
+        return EventSettings(
+            event_source=self.event_source, region=self.region, arn_partition=self.arn_partition
+        )
 
     @property
     def eventing_buckets(self) -> dict[tuple[uuid.UUID, str], str]:
@@ -70,6 +81,8 @@ _KEYS: dict[str, tuple[str, str]] = {
     "mode": ("mode", "RIPPLE_MODE"),
     "destinations.allow": ("destinations_allow", "RIPPLE_DESTINATIONS_ALLOW"),
     "metrics.address": ("metrics_address", "RIPPLE_METRICS_ADDRESS"),
+    "events.source": ("event_source", "RIPPLE_EVENT_SOURCE"),
+    "events.arn-partition": ("arn_partition", "RIPPLE_ARN_PARTITION"),
 }
 _MODES = ("dev", "production")
 ENVIRONMENT_VARIABLES = tuple(variable for _, variable in _KEYS.values())
@@ -169,4 +182,11 @@ def load_settings(
                 "use sqlite:///PATH or postgresql://USER@HOST:PORT/DATABASE"
             ) from e
     _parse_eventing_buckets(settings.bucket_eventing_buckets)
+    if not settings.event_source or any(c.isspace() for c in settings.event_source):
+        raise ConfigError("events.source (RIPPLE_EVENT_SOURCE) must be non-empty, without spaces")
+    if not re.fullmatch(r"[a-z0-9-]+", settings.arn_partition):
+        raise ConfigError(
+            "events.arn-partition (RIPPLE_ARN_PARTITION) must be lower-case letters, digits "
+            f"and hyphens (aws, aws-cn, …), got {settings.arn_partition!r}"
+        )
     return settings

@@ -3,6 +3,7 @@ topic, retry policies from the topic's arguments, and one-line errors for wrong 
 
 from __future__ import annotations
 
+import re
 import uuid
 
 import pytest
@@ -81,9 +82,8 @@ def test_wrong_arguments_are_one_line_errors_naming_them(
     store: SubscriptionStore, arguments: dict[str, str], message: str
 ) -> None:
     topics = {"hooks": Topic("hooks", "http://127.0.0.1:8080/s3", arguments)}
-    with pytest.raises(ValueError) as raised:
+    with pytest.raises(ValueError, match=f"^{re.escape(message)}") as raised:
         build(topics, store)
-    assert str(raised.value).startswith(message)
     assert "\n" not in str(raised.value)
 
 

@@ -16,7 +16,7 @@ from ripple.changestream.reader import DEFAULT_STREAM, ChangeStreamReader
 from ripple.changestream.tail import parse_since, transactions
 from ripple.cli.common import console, open_metabase, safe_url, settings_of
 from ripple.config import Settings
-from ripple.events import EventSettings, message, s3_events
+from ripple.events import message, s3_events
 from ripple.metabase import Metabase
 from ripple.metabase.projects import ProjectOwners
 
@@ -123,7 +123,7 @@ def _tail(
         records = itertools.chain.from_iterable(reader.drain(p, after[p]) for p in chosen)
     groups = transactions(records)
     owners = ProjectOwners(metabase)
-    event_settings = EventSettings(region=settings.region)
+    event_settings = settings.event_settings
     for group in groups:
         if events and "heartbeat_record" not in group[0]:
             lines = [

@@ -38,7 +38,6 @@ def run_pipeline(
             max_records_per_batch=max_records_per_batch,
             trigger_interval=trigger_interval,
         )
-        metrics = service.serve_metrics()
     except PipelineError as e:
         raise click.ClickException(str(e)) from e
     except sa.exc.OperationalError as e:
@@ -47,6 +46,11 @@ def run_pipeline(
             f"cannot reach the metabase: {reason}. Check RIPPLE_DATABASE_URL and that the "
             "database server is running."
         ) from e
+    try:
+        metrics = service.serve_metrics()
+    except PipelineError as e:
+        service.metabase.dispose()
+        raise click.ClickException(str(e)) from e
     table = table or Table(title="ripple pipeline", show_header=False, title_justify="left")
     table.add_row("metabase", service.metabase.url.render_as_string(hide_password=True))
     table.add_row("spark master", service.job.master)

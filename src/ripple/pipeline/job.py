@@ -42,7 +42,7 @@ class JobSettings:
     database_url: str
     checkpoint_dir: Path
     master: str = "local[*]"
-    region: str = ""
+    events: EventSettings = field(default_factory=EventSettings)
     max_records_per_batch: int = 50_000
     trigger_interval: str = "0 seconds"  # as soon as the previous batch is done
     drain_interval_s: float = 0.5
@@ -122,7 +122,7 @@ def start_query(
         .option("maxRecordsPerBatch", str(settings.max_records_per_batch))
         .load()
     )
-    transform = events_of_batches(settings.database_url, EventSettings(region=settings.region))
+    transform = events_of_batches(settings.database_url, settings.events)
     events = records.mapInArrow(transform, SPARK_EVENT_SCHEMA)
     return (
         events.writeStream.foreachBatch(handler)

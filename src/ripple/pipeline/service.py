@@ -96,7 +96,7 @@ class Pipeline:
             database_url=metabase.url.render_as_string(hide_password=False),
             checkpoint_dir=checkpoint_dir or settings.data_dir / "checkpoint",
             master=settings.spark_master,
-            region=settings.region,
+            events=settings.event_settings,
             max_records_per_batch=max_records_per_batch,
             trigger_interval=trigger_interval,
         )
