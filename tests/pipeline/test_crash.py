@@ -2,8 +2,9 @@
 and every event still reaches its webhook at least once and its pull subscription exactly
 once (SQLite and PostgreSQL; the installed command, Spark local[2], a real HTTP socket).
 
-The duplicates the webhook saw are reported: they are the events of the batches that were
-in flight when the process died, delivered again from the checkpoint.
+The duplicates the webhook saw are reported. The pipeline records what it delivered in the
+consumer offsets right after each batch, and a batch Spark runs again skips that, so only a
+kill between a webhook's acknowledgement and that offset commit redelivers events.
 """
 
 from __future__ import annotations

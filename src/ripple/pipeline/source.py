@@ -171,11 +171,18 @@ class ChangeStreamStreamReader(DataSourceStreamReader):
         return self._ends()
 
     def partitions(self, start: Offsets, end: Offsets) -> Sequence[InputPartition]:
-        return [
-            RangePartition(int(k), start.get(k, 0), end[k])
-            for k in sorted(end, key=int)
-            if end[k] > start.get(k, 0)
-        ]
+        """One input partition per stream partition with records in (start, end], less
+        what the consumer's offsets say was delivered already: a batch Spark runs again
+        after a stop or crash (planned, but not in its commit log) skips the transactions
+        the pipeline delivered before it stopped. Delivered offsets always end a
+        transaction, so no transaction is cut."""
+        delivered = ChangeStreamReader(self.engine, self.stream).offsets(self.consumer)
+        ranges = []
+        for k in sorted(end, key=int):
+            begin = max(start.get(k, 0), delivered.get(int(k), 0))
+            if end[k] > begin:
+                ranges.append(RangePartition(int(k), begin, end[k]))
+        return ranges
 
     def commit(self, end: Offsets) -> None:
         reader = ChangeStreamReader(self.engine, self.stream)
