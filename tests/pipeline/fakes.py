@@ -6,8 +6,6 @@ import threading
 from collections.abc import Callable, Sequence
 from typing import Any
 
-import orjson
-
 from ripple.targets.base import OK, Delivery, Outcome, Result
 
 
@@ -54,10 +52,6 @@ def delivery(n: int, bucket: str = "photos", name: str = "ObjectCreated:Put") ->
             "object": {"key": f"k{n}", "size": 1, "sequencer": f"{n:024X}"},
         },
     }
-    return Delivery(
-        event_id=f"0-{n:024X}",
-        event=event,
-        body=orjson.dumps({"Records": [event]}),
-        attributes={"eventName": name, "bucket": bucket, "key": f"k{n}"},
-        batch_id=1,
+    return Delivery.of(
+        f"0-{n:024X}", event, {"eventName": name, "bucket": bucket, "key": f"k{n}"}, batch_id=1
     )

@@ -4,8 +4,6 @@ from __future__ import annotations
 
 from typing import Any
 
-import orjson
-
 from ripple.events import encode_key
 from ripple.targets.base import Delivery
 
@@ -66,13 +64,7 @@ def delivery(event: dict[str, Any], event_id: str, batch_id: int = 7) -> Deliver
         "key": event["s3"]["object"]["key"],
         "sequencer": event["s3"]["object"]["sequencer"],
     }
-    return Delivery(
-        event_id=event_id,
-        event=event,
-        body=orjson.dumps({"Records": [event]}),
-        attributes=attributes,
-        batch_id=batch_id,
-    )
+    return Delivery.of(event_id, event, attributes, batch_id)
 
 
 def deliveries(count: int, *, batch_id: int = 7, first: int = 0) -> list[Delivery]:

@@ -8,7 +8,6 @@ from datetime import UTC, datetime, timedelta
 from types import MappingProxyType
 from typing import Any
 
-import orjson
 import pytest
 import sqlalchemy as sa
 
@@ -294,7 +293,7 @@ def test_store_accepts_mappings_that_are_not_dicts(store: SubscriptionStore) -> 
     store.create("audit", TOPIC)
     event = s3_event("a.txt")
     frozen = MappingProxyType({**event, "s3": MappingProxyType(event["s3"])})
-    sent = Delivery("evt-frozen", frozen, orjson.dumps({"Records": [event]}), batch_id=7)
+    sent = Delivery.of("evt-frozen", frozen, batch_id=7)
     store.store(TOPIC, [sent], 7)
     assert store.pull("audit").events == [{**event, "eventId": "evt-frozen"}]
 

@@ -9,7 +9,6 @@ from __future__ import annotations
 import hashlib
 from typing import Any
 
-import orjson
 import pytest
 
 from ripple.targets.base import Delivery
@@ -77,11 +76,10 @@ def delivery(key: str = "2026/cat.jpg", *, n: int = 0, **fields: Any) -> Deliver
     event = event_record(key, n=n, **fields)
     s3 = event["s3"]
     sequencer = s3["object"]["sequencer"]
-    return Delivery(
-        event_id=f"{s3['bucket']['name']}-{sequencer}-{n}",
-        event=event,
-        body=orjson.dumps({"Records": [event]}),
-        attributes={
+    return Delivery.of(
+        f"{s3['bucket']['name']}-{sequencer}-{n}",
+        event,
+        {
             "eventName": event["eventName"],
             "bucket": s3["bucket"]["name"],
             "key": key,

@@ -67,7 +67,7 @@ class RetryQueue:
             {
                 "destination": destination,
                 "event_id": d.event_id,
-                "event": orjson.dumps(d.event).decode(),
+                "event": d.message.decode(),
                 "attempts": 1,
                 "first_failed_ns": now,
                 "next_attempt_ns": next_attempt_ns,
@@ -133,14 +133,15 @@ class RetryQueue:
         for item, reason in dead:
             if isinstance(item, Queued):
                 queued_ids.append(item.id)
-                event, tries, first = item.event, item.attempts + 1, item.first_failed_ns
+                event = orjson.dumps(item.event)
+                tries, first = item.attempts + 1, item.first_failed_ns
             else:
-                event, tries, first = dict(item.event), attempts, now
+                event, tries, first = item.message, attempts, now
             rows.append(
                 {
                     "destination": destination,
                     "event_id": item.event_id,
-                    "event": orjson.dumps(event).decode(),
+                    "event": event.decode(),
                     "attempts": tries,
                     "first_failed_ns": first,
                     "dead_at_ns": now,

@@ -46,14 +46,32 @@ def event_attributes(event: Mapping[str, Any]) -> dict[str, str]:
 
 
 def delivery(event_id: str, event: Mapping[str, Any], batch_id: int) -> Delivery:
-    """An event on its way: the message `{"Records":[event]}` and its attributes."""
-    return Delivery(
-        event_id=event_id,
-        event=event,
-        body=orjson.dumps({"Records": [event]}),
-        attributes=event_attributes(event),
-        batch_id=batch_id,
-    )
+    """A delivery of an event given as a mapping (a queued or replayed one)."""
+    return Delivery.of(event_id, event, event_attributes(event), batch_id)
+
+
+def _attributes(row: Mapping[str, Any]) -> dict[str, str]:
+    """`event_attributes` from the transform's columns, without parsing the message."""
+    attrs = {
+        "eventName": row["event_name"],
+        "bucket": row["bucket"],
+        "key": row["key"],
+        "sequencer": row["sequencer"],
+    }
+    if row.get("version_id"):
+        attrs["versionId"] = row["version_id"]
+    return attrs
+
+
+def _configured(message: bytes, configuration_id: str) -> bytes:
+    """The message with `s3.configurationId` set to the notification's id. Only a real key
+    can read `"configurationId":` in JSON (quotes inside strings are escaped), so when the
+    message already says it, the bytes are used as they are."""
+    if b'"configurationId":' + orjson.dumps(configuration_id) in message:
+        return message
+    event = orjson.loads(message)
+    event["s3"]["configurationId"] = configuration_id
+    return orjson.dumps(event)
 
 
 def route(rows: Iterable[Mapping[str, Any]], registry: Registry, batch_id: int) -> Routed:
@@ -71,18 +89,15 @@ def route(rows: Iterable[Mapping[str, Any]], registry: Registry, batch_id: int) 
                 row["event_id"],
             )
             continue
-        event: dict[str, Any] | None = None
+        attributes: dict[str, str] | None = None
         for destination in destinations:
             if not destination.wants(row["event_name"], row["key"]):
                 continue
-            if event is None:
-                event = orjson.loads(row["message"])
-            message = event
-            if event["s3"]["configurationId"] != destination.configuration_id:
-                message = {**event, "s3": {**event["s3"]}}
-                message["s3"]["configurationId"] = destination.configuration_id
+            if attributes is None:
+                attributes = _attributes(row)
+            message = _configured(row["message"], destination.configuration_id)
             routed.by_topic.setdefault(destination.topic, []).append(
-                delivery(row["event_id"], message, batch_id)
+                Delivery(row["event_id"], message, attributes, batch_id)
             )
             metrics.EVENTS_TRIGGERED.inc()
     return routed

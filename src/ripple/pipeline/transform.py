@@ -33,12 +33,14 @@ EVENT_SCHEMA = pa.schema(
         ("key", pa.string()),
         ("event_name", pa.string()),
         ("sequencer", pa.string()),
-        ("message", pa.string()),  # one S3 event record, JSON
+        ("version_id", pa.string()),  # s3.object.versionId; null when unversioned
+        ("message", pa.binary()),  # one S3 event record, JSON
     ]
 )
 SPARK_EVENT_SCHEMA = (
     "partition int, position bigint, commit_ns bigint, event_id string, project_id string, "
-    "bucket string, key string, event_name string, sequencer string, message string"
+    "bucket string, key string, event_name string, sequencer string, version_id string, "
+    "message binary"
 )
 
 
@@ -70,7 +72,8 @@ def events_of_rows(
                 "key": event.key,
                 "event_name": event.event_name,
                 "sequencer": event.sequencer,
-                "message": orjson.dumps(event.message).decode(),
+                "version_id": event.message["s3"]["object"].get("versionId"),
+                "message": orjson.dumps(event.message),
             }
 
 

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import builtins
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final
 
@@ -212,7 +212,7 @@ class SubscriptionStore:
         (None: each delivery's own)."""
         if not deliveries:
             return 0
-        events = [(d.event_id, _dumps(d.event), d.batch_id) for d in deliveries]
+        events = [(d.event_id, d.message.decode(), d.batch_id) for d in deliveries]
         now_ns = datetime_ns(self.db.now())
         with self.db.write() as conn:
             # On PostgreSQL the lock orders concurrent stores into a subscription: ids are
@@ -393,17 +393,6 @@ def _insert_new(conn: Connection, rows: builtins.list[_Row]) -> int:
     except psycopg.Error as e:  # as SQLAlchemy would raise it
         raise sa.exc.DBAPIError.instance(_COPY_POSTGRES, None, e, psycopg.Error) from e
     return count
-
-
-def _dumps(event: Mapping[str, Any]) -> str:
-    return orjson.dumps(event, default=_plain).decode()
-
-
-def _plain(value: Any) -> Any:
-    """orjson's fallback for the mappings it does not know (only dicts are native)."""
-    if isinstance(value, Mapping):
-        return dict(value)
-    raise TypeError(f"an event record holds a {type(value).__name__}, which is not JSON")
 
 
 def _max_entries(max_entries: int) -> int:

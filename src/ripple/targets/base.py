@@ -13,7 +13,10 @@ from __future__ import annotations
 import enum
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Any, Protocol
+
+import orjson
 
 
 class Outcome(enum.Enum):
@@ -42,15 +45,41 @@ def one_line(e: object) -> str:
 
 @dataclass(frozen=True)
 class Delivery:
-    """One event on its way to one destination."""
+    """One event on its way to one destination.
+
+    It carries the event as JSON bytes, as the pipeline made it; `event` (the parsed dict)
+    and `body` (the message) are built on first use, so a target that stores or forwards
+    the bytes never parses them."""
 
     event_id: str  # stable across redeliveries: consumers de-duplicate on it
-    event: Mapping[str, Any]  # one S3 event record (an element of "Records")
-    body: bytes  # the message: JSON `{"Records":[event]}`
+    message: bytes  # one S3 event record (an element of "Records"), JSON
     attributes: Mapping[str, str] = field(
         default_factory=dict
     )  # eventName, bucket, key, versionId, sequencer
     batch_id: int = -1  # the Spark batch that delivers it (-1: a retry or a replay)
+
+    @classmethod
+    def of(
+        cls,
+        event_id: str,
+        event: Mapping[str, Any],
+        attributes: Mapping[str, str] | None = None,
+        batch_id: int = -1,
+    ) -> Delivery:
+        """A delivery of an event given as a mapping."""
+        message = orjson.dumps(event, default=_plain)
+        return cls(event_id, message, attributes or {}, batch_id)
+
+    @cached_property
+    def event(self) -> Mapping[str, Any]:
+        """The S3 event record."""
+        event: Mapping[str, Any] = orjson.loads(self.message)
+        return event
+
+    @cached_property
+    def body(self) -> bytes:
+        """The message: JSON `{"Records":[event]}`."""
+        return b'{"Records":[' + self.message + b"]}"
 
     @property
     def bucket(self) -> str:
@@ -59,6 +88,13 @@ class Delivery:
     @property
     def key(self) -> str:
         return str(self.event["s3"]["object"]["key"])
+
+
+def _plain(value: Any) -> Any:
+    """orjson's fallback for mappings that are not dicts."""
+    if isinstance(value, Mapping):
+        return dict(value)
+    raise TypeError(f"{type(value).__name__} is not JSON")
 
 
 class Target(Protocol):
