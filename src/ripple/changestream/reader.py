@@ -262,6 +262,9 @@ class ChangeStreamReader:
                 time.sleep(poll_seconds)
 
 
+_MOD_TYPE_NAMES = {m.value: m.name for m in ModType}
+
+
 def change_record(row: Mapping[str, Any], table: str) -> dict[str, Any]:
     """The fields of a data change record that its `change_records` row holds by itself
     (the reader adds those of the stream's definition); also the pipeline's records."""
@@ -274,7 +277,7 @@ def change_record(row: Mapping[str, Any], table: str) -> dict[str, Any]:
         "is_last_record_in_transaction_in_partition": bool(row["is_last_in_partition"]),
         "table_name": table,
         "mods": orjson.loads(row["mods"]),
-        "mod_type": ModType(row["mod_type"]).name,
+        "mod_type": _MOD_TYPE_NAMES[row["mod_type"]],
         "transaction_tag": row["transaction_tag"],
         "is_system_transaction": bool(row["is_system_transaction"]),
     }

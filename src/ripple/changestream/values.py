@@ -9,6 +9,7 @@ both databases order them bytewise, but they are UTF-8 strings).
 from __future__ import annotations
 
 import base64
+import functools
 import uuid
 from datetime import UTC, datetime
 from typing import Any
@@ -79,8 +80,13 @@ def encode(code: str, value: Any) -> Any:
 def rfc3339_ns(ns: int) -> str:
     """UNIX nanoseconds as RFC 3339 UTC with nine fractional digits."""
     seconds, fraction = divmod(ns, 1_000_000_000)
-    stamp = datetime.fromtimestamp(seconds, UTC).strftime("%Y-%m-%dT%H:%M:%S")
-    return f"{stamp}.{fraction:09d}Z"
+    return f"{_utc_second(seconds)}.{fraction:09d}Z"
+
+
+@functools.lru_cache(maxsize=4096)
+def _utc_second(seconds: int) -> str:
+    """`YYYY-MM-DDTHH:MM:SS` of UNIX seconds (cached: a batch's records share few)."""
+    return datetime.fromtimestamp(seconds, UTC).strftime("%Y-%m-%dT%H:%M:%S")
 
 
 def datetime_ns(value: datetime) -> int:

@@ -8,10 +8,11 @@ it has versioning off). An empty tag is a transaction with no context.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Final
+
+import orjson
 
 __all__ = ["VERSIONING_STATES", "TransactionTag", "parse_transaction_tag"]
 
@@ -46,8 +47,8 @@ def parse_transaction_tag(tag: str | None) -> TransactionTag:
     if not tag:
         return TransactionTag()
     try:
-        raw: Any = json.loads(tag)
-    except json.JSONDecodeError as e:
+        raw: Any = orjson.loads(tag)
+    except orjson.JSONDecodeError as e:
         raise ValueError(f"transaction_tag is not JSON ({e.msg}): {tag!r}") from None
     if not isinstance(raw, dict):
         raise ValueError(f"transaction_tag is not a JSON object: {tag!r}")
