@@ -85,9 +85,10 @@ class RippleProcess:
                 )
             time.sleep(0.05)
 
-    def interrupt(self, timeout: float = 120.0) -> int:
-        """Ctrl-C: SIGINT to the whole process group; the exit code."""
-        os.killpg(self.process.pid, signal.SIGINT)
+    def interrupt(self, timeout: float = 120.0, signum: int = signal.SIGINT) -> int:
+        """Ctrl-C (or, with SIGTERM, what `timeout` and service managers send): the signal to
+        the whole process group; the exit code."""
+        os.killpg(self.process.pid, signum)
         return self.finish(timeout)
 
     def kill(self) -> None:

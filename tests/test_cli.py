@@ -4,6 +4,7 @@ run as a user would), configuration and connection errors, `ripple db status`.""
 from __future__ import annotations
 
 import re
+import signal
 import subprocess
 import sys
 import urllib.request
@@ -183,8 +184,11 @@ def test_up_on_postgresql(tmp_path: Path, fresh_postgres_url: str) -> None:
         RIPPLE_METRICS_ADDRESS="127.0.0.1:0",
     ) as ripple:
         ripple.wait_for_output("pipeline running")
-        code = ripple.interrupt()
+        # SIGTERM to the group also ends Spark's Python workers; still a clean stop
+        code = ripple.interrupt(signum=signal.SIGTERM)
     assert code == 0, ripple.stderr[-3000:]
+    assert "SIGTERM: stopping after the batch in flight" in ripple.stderr
+    assert ripple.stdout.rstrip().endswith("pipeline stopped")
     rows = table_rows(ripple.stdout)
     database = sa.make_url(fresh_postgres_url).database
     assert rows["metabase"].startswith("postgresql+psycopg://")

@@ -22,6 +22,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from py4j.protocol import Py4JError  # type: ignore[import-untyped]
+from pyspark.errors import StreamingQueryException
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.streaming.query import StreamingQuery
 
@@ -157,14 +159,29 @@ def run(
     if on_started is not None:
         on_started(query)
     try:
-        while not stop.is_set():
-            if query.awaitTermination(settings.drain_interval_s):  # type: ignore[arg-type]
-                break
-            deliverer.drain()
-        exception = query.exception()
-        if exception is not None:
-            raise RuntimeError(f"the pipeline stopped: {exception}")
+        failure: BaseException | None
+        try:
+            while not stop.is_set():
+                if query.awaitTermination(settings.drain_interval_s):  # type: ignore[arg-type]
+                    break
+                deliverer.drain()
+            failure = query.exception()
+        except (StreamingQueryException, Py4JError, ConnectionError) as e:
+            failure = e
+        if failure is not None:
+            reason = str(failure).strip().splitlines()[0]
+            if not stop.is_set():
+                raise RuntimeError(f"the pipeline stopped: {reason}")
+            # A signal to the whole process group (SIGTERM from a service manager) also ends
+            # Spark's JVM and Python workers: the batch in flight fails, and the restart runs
+            # it again, skipping what was delivered.
+            log.warning("the query ended while stopping: %s", reason or type(failure).__name__)
     finally:
-        query.stop()
+        try:
+            query.stop()
+        except (Py4JError, ConnectionError) as e:
+            if not stop.is_set():
+                raise
+            log.warning("Spark was gone when the query stopped: %s", type(e).__name__)
         deliverer.close()
         offsets.engine.dispose()
