@@ -35,11 +35,17 @@ def safe_url(db: Metabase) -> str:
     return db.url.render_as_string(hide_password=True)
 
 
+def reason_of(error: sa.exc.DBAPIError) -> str:
+    """The first line of what the database driver said (its messages run on for lines)."""
+    lines = str(error.orig or error).strip().splitlines()
+    return lines[0] if lines else type(error).__name__
+
+
 def migrate(db: Metabase) -> str | None:
     try:
         upgrade(db)
     except sa.exc.OperationalError as e:
-        reason = str(e.orig).strip().splitlines()[0] if e.orig else str(e)
+        reason = reason_of(e)
         raise click.ClickException(
             f"cannot reach the metabase at {safe_url(db)}: {reason}. "
             "Check RIPPLE_DATABASE_URL and that the database server is running."

@@ -11,7 +11,7 @@ import click
 import sqlalchemy as sa
 from rich.table import Table
 
-from ripple.cli.common import console, open_metabase, safe_url, settings_of
+from ripple.cli.common import console, open_metabase, reason_of, safe_url, settings_of
 from ripple.pipeline.queue import Queued, RetryQueue
 
 
@@ -21,7 +21,7 @@ def _queue(ctx: click.Context) -> Iterator[RetryQueue]:
     try:
         yield RetryQueue(metabase.writer)
     except sa.exc.DBAPIError as e:
-        reason = str(e.orig).strip().splitlines()[0] if e.orig else str(e)
+        reason = reason_of(e)
         raise click.ClickException(
             f"cannot read the dead letters in the metabase at {safe_url(metabase)}: {reason}. "
             "Is it running, and migrated (`ripple db upgrade`)?"

@@ -10,7 +10,7 @@ import click
 import sqlalchemy as sa
 from rich.table import Table
 
-from ripple.cli.common import console, errors, settings_of
+from ripple.cli.common import console, errors, reason_of, settings_of
 from ripple.config import Settings
 from ripple.pipeline.service import Pipeline, PipelineError
 
@@ -41,7 +41,7 @@ def run_pipeline(
     except PipelineError as e:
         raise click.ClickException(str(e)) from e
     except sa.exc.OperationalError as e:
-        reason = str(e.orig).strip().splitlines()[0] if e.orig else str(e)
+        reason = reason_of(e)
         raise click.ClickException(
             f"cannot reach the metabase: {reason}. Check RIPPLE_DATABASE_URL and that the "
             "database server is running."

@@ -9,7 +9,7 @@ from contextlib import contextmanager
 import click
 import sqlalchemy as sa
 
-from ripple.cli.common import console, open_metabase, safe_url, settings_of
+from ripple.cli.common import console, open_metabase, reason_of, safe_url, settings_of
 from ripple.subscriptions import (
     DEFAULT_MAX_ENTRIES,
     DEFAULT_RETENTION_DAYS,
@@ -33,7 +33,7 @@ def _subscriptions(ctx: click.Context) -> Iterator[SubscriptionStore]:
     except (NoSuchSubscription, ValueError) as e:
         raise click.ClickException(str(e.args[0] if e.args else e)) from e
     except sa.exc.DBAPIError as e:
-        reason = str(e.orig).strip().splitlines()[0] if e.orig else str(e)
+        reason = reason_of(e)
         raise click.ClickException(
             f"cannot use the subscriptions in the metabase at {safe_url(metabase)}: {reason}. "
             "Is it running, and migrated (`ripple db upgrade`)?"
