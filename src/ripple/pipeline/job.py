@@ -169,13 +169,14 @@ def run(
         except (StreamingQueryException, Py4JError, ConnectionError) as e:
             failure = e
         if failure is not None:
-            reason = str(failure).strip().splitlines()[0]
+            lines = str(failure).strip().splitlines()  # Spark's run on with the query plan
+            reason = lines[0] if lines else type(failure).__name__
             if not stop.is_set():
                 raise RuntimeError(f"the pipeline stopped: {reason}")
             # A signal to the whole process group (SIGTERM from a service manager) also ends
             # Spark's JVM and Python workers: the batch in flight fails, and the restart runs
             # it again, skipping what was delivered.
-            log.warning("the query ended while stopping: %s", reason or type(failure).__name__)
+            log.warning("the query ended while stopping: %s", reason)
     finally:
         try:
             query.stop()
