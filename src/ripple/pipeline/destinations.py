@@ -42,9 +42,6 @@ class Destinations:
     targets: dict[str, list[Target]] = field(default_factory=dict)
     policies: dict[str, RetryPolicy] = field(default_factory=dict)
 
-    def names(self) -> list[str]:
-        return [t.name for targets in self.targets.values() for t in targets]
-
 
 def topics_in_use(configured: Mapping[str, Topic], registry: Registry) -> dict[str, Topic]:
     """The configured topics, plus every topic a bucket's notification names."""

@@ -57,7 +57,7 @@ class Pipeline:
     registry: Registry
     destinations: Destinations
     deliverer: Deliverer
-    metrics_address: str | None = None
+    metrics_address: tuple[str, int] | None = None  # host, port (0: any free port)
     stop: threading.Event = field(default_factory=threading.Event)
 
     @classmethod
@@ -70,6 +70,9 @@ class Pipeline:
         max_records_per_batch: int = 50_000,
         trigger_interval: str = "0 seconds",
     ) -> Pipeline:
+        metrics = None
+        if metrics_address is not None:
+            metrics = parse_address(metrics_address, "the metrics address")
         registry = Registry.from_settings(settings)
         metabase = Metabase(settings.effective_database_url, eventing=registry.is_eventing)
         try:
@@ -87,8 +90,6 @@ class Pipeline:
         except BaseException:
             metabase.dispose()
             raise
-        if metrics_address is not None:
-            parse_address(metrics_address, "the metrics address")
         deliverer = Deliverer(
             destinations.targets, RetryQueue(metabase.writer), destinations.policies
         )
@@ -100,18 +101,18 @@ class Pipeline:
             max_records_per_batch=max_records_per_batch,
             trigger_interval=trigger_interval,
         )
-        return cls(settings, job, metabase, registry, destinations, deliverer, metrics_address)
+        return cls(settings, job, metabase, registry, destinations, deliverer, metrics)
 
     def serve_metrics(self) -> str | None:
         """Start the Prometheus endpoint; its `host:port` (the real port if 0 was asked)."""
         if self.metrics_address is None:
             return None
-        host, port = parse_address(self.metrics_address, "the metrics address")
+        host, port = self.metrics_address
         try:
             server, _ = start_http_server(port, addr=host)
         except OSError as e:
             raise PipelineError(
-                f"cannot serve metrics on {self.metrics_address}: {e.strerror or e}; "
+                f"cannot serve metrics on {host}:{port}: {e.strerror or e}; "
                 "choose another port with --metrics-port or metrics.address"
             ) from e
         return f"{host}:{server.server_port}"
