@@ -6,6 +6,7 @@ sent (as S3 does).
 
 from __future__ import annotations
 
+import functools
 import logging
 import uuid
 from collections.abc import Iterable, Mapping
@@ -63,11 +64,16 @@ def _attributes(row: Mapping[str, Any]) -> dict[str, str]:
     return attrs
 
 
+@functools.lru_cache(maxsize=256)
+def _configuration_member(configuration_id: str) -> bytes:
+    return b'"configurationId":' + orjson.dumps(configuration_id)
+
+
 def _configured(message: bytes, configuration_id: str) -> bytes:
     """The message with `s3.configurationId` set to the notification's id. Only a real key
     can read `"configurationId":` in JSON (quotes inside strings are escaped), so when the
     message already says it, the bytes are used as they are."""
-    if b'"configurationId":' + orjson.dumps(configuration_id) in message:
+    if _configuration_member(configuration_id) in message:
         return message
     event = orjson.loads(message)
     event["s3"]["configurationId"] = configuration_id
