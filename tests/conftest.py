@@ -13,12 +13,15 @@ import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime
+from pathlib import Path
 
 import psycopg
 import pytest
 import sqlalchemy as sa
+from click.testing import CliRunner
 
 from ripple.changestream.schema import change_offsets, change_partitions, change_records
+from ripple.config import ENVIRONMENT_VARIABLES
 from ripple.metabase import Metabase
 from ripple.metabase.migrate import upgrade
 from ripple.metabase.schema import buckets, objects, projects
@@ -122,3 +125,13 @@ def postgres_db(postgres_url: str) -> Metabase:
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     for metabase in _migrated.values():
         metabase.dispose()
+
+
+@pytest.fixture
+def runner(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> CliRunner:
+    """The `ripple` command in this process, in an empty working directory, with no
+    RIPPLE_* variables from the environment."""
+    monkeypatch.chdir(tmp_path)
+    for name in ENVIRONMENT_VARIABLES:
+        monkeypatch.delenv(name, raising=False)
+    return CliRunner()

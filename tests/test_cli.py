@@ -17,13 +17,10 @@ import sqlalchemy as sa
 from click.testing import CliRunner
 
 from ripple.cli import cli
-from ripple.config import ENVIRONMENT_VARIABLES
 from ripple.metabase import Metabase, create_project
 from ripple.metabase.migrate import head_revision
 from tests.conftest import fresh_postgres_database
 from tests.ripple_process import RIPPLE, RippleProcess, environment, table_rows
-
-RIPPLE_VARIABLES = ENVIRONMENT_VARIABLES
 
 
 def run_ripple(cwd: Path, *args: str, **env: str) -> subprocess.CompletedProcess[str]:
@@ -37,14 +34,6 @@ def run_ripple(cwd: Path, *args: str, **env: str) -> subprocess.CompletedProcess
         timeout=60,
         check=False,
     )
-
-
-@pytest.fixture
-def runner(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> CliRunner:
-    monkeypatch.chdir(tmp_path)
-    for name in RIPPLE_VARIABLES:
-        monkeypatch.delenv(name, raising=False)
-    return CliRunner()
 
 
 def test_installed_command_exists() -> None:

@@ -11,7 +11,6 @@ import pytest
 from click.testing import CliRunner, Result
 
 from ripple.cli import cli
-from ripple.config import ENVIRONMENT_VARIABLES
 from ripple.metabase import Metabase
 from ripple.pipeline.queue import RetryQueue
 from tests.pipeline.fakes import delivery
@@ -20,14 +19,11 @@ Invoke = Callable[..., Result]  # ripple(*args): the command's result
 
 
 @pytest.fixture
-def ripple(db: Metabase, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Invoke:
-    monkeypatch.chdir(tmp_path)
-    for name in ENVIRONMENT_VARIABLES:
-        monkeypatch.delenv(name, raising=False)
+def ripple(db: Metabase, runner: CliRunner) -> Invoke:
     env = {"RIPPLE_DATABASE_URL": db.url.render_as_string(hide_password=False), "COLUMNS": "250"}
 
     def invoke(*args: str) -> Result:
-        result = CliRunner().invoke(cli, list(args), env=env)
+        result = runner.invoke(cli, list(args), env=env)
         assert result.exception is None or isinstance(result.exception, SystemExit), result
         return result
 

@@ -6,19 +6,9 @@ from __future__ import annotations
 import socket
 from pathlib import Path
 
-import pytest
 from click.testing import CliRunner
 
 from ripple.cli import cli
-from ripple.config import ENVIRONMENT_VARIABLES
-
-
-@pytest.fixture
-def runner(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> CliRunner:
-    monkeypatch.chdir(tmp_path)
-    for name in ENVIRONMENT_VARIABLES:
-        monkeypatch.delenv(name, raising=False)
-    return CliRunner()
 
 
 def test_help_explains_the_job_and_its_options(runner: CliRunner) -> None:
