@@ -22,6 +22,7 @@ from click.testing import CliRunner
 
 from ripple.changestream.schema import change_offsets, change_partitions, change_records
 from ripple.config import ENVIRONMENT_VARIABLES
+from ripple.identity.schema import access_keys
 from ripple.metabase import Metabase
 from ripple.metabase.migrate import upgrade
 from ripple.metabase.schema import buckets, objects, projects
@@ -87,6 +88,7 @@ def _empty(metabase: Metabase) -> Metabase:
         for table in (
             objects,
             buckets,
+            access_keys,
             projects,
             change_records,
             change_offsets,

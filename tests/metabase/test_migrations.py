@@ -40,6 +40,7 @@ def test_every_table_is_created(db: Metabase) -> None:
         "dead_letters",
         "subscriptions",
         "subscription_events",
+        "access_keys",
         "alembic_version",
     }
 

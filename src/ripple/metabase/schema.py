@@ -100,14 +100,21 @@ sa.Index(
 
 def all_metadata() -> sa.MetaData:
     """Every table the migrations create: the metabase's, the change stream's, the
-    pipeline's and the pull subscriptions' (imported here only, for the migrations' schema
-    check)."""
+    pipeline's, the pull subscriptions' and the access keys' (imported here only, for the
+    migrations' schema check)."""
     from ripple.changestream.schema import metadata as changestream_metadata
+    from ripple.identity.schema import metadata as identity_metadata
     from ripple.pipeline.schema import metadata as pipeline_metadata
     from ripple.subscriptions.schema import metadata as subscriptions_metadata
 
     merged = sa.MetaData()
-    for source in (metadata, changestream_metadata, pipeline_metadata, subscriptions_metadata):
+    for source in (
+        metadata,
+        changestream_metadata,
+        pipeline_metadata,
+        subscriptions_metadata,
+        identity_metadata,
+    ):
         for table in source.tables.values():
             table.to_metadata(merged)
     return merged

@@ -1,0 +1,1 @@
+"""Tests of ripple.identity: sealing, users and keys, the keyring, the commands."""
