@@ -35,6 +35,9 @@ class Settings:
     data_dir: Path = Path(".ripple")
     database_url: str = ""  # empty: SQLite file `metabase.db` in the data directory
     s3_address: str = "127.0.0.1:9000"
+    s3_domain: str = ""  # virtual-hosted-style requests: BUCKET.<domain>
+    delete_rate: str = "100"  # delete operations per second per project (token bucket)
+    delete_burst: str = "200"
     region: str = ""
     spark_master: str = "local[*]"
     bucket_eventing_buckets: str = ""
@@ -76,6 +79,9 @@ _KEYS: dict[str, tuple[str, str]] = {
     "database.url": ("database_url", "RIPPLE_DATABASE_URL"),
     "s3.address": ("s3_address", "RIPPLE_S3_ADDRESS"),
     "s3.region": ("region", "RIPPLE_REGION"),
+    "s3.domain": ("s3_domain", "RIPPLE_S3_DOMAIN"),
+    "s3.delete-rate": ("delete_rate", "RIPPLE_S3_DELETE_RATE"),
+    "s3.delete-burst": ("delete_burst", "RIPPLE_S3_DELETE_BURST"),
     "spark.master": ("spark_master", "RIPPLE_SPARK_MASTER"),
     "bucket-eventing.buckets": ("bucket_eventing_buckets", "RIPPLE_BUCKET_EVENTING_BUCKETS"),
     "mode": ("mode", "RIPPLE_MODE"),
@@ -182,6 +188,16 @@ def load_settings(
                 "use sqlite:///PATH or postgresql://USER@HOST:PORT/DATABASE"
             ) from e
     _parse_eventing_buckets(settings.bucket_eventing_buckets)
+    for name, value in (
+        ("s3.delete-rate (RIPPLE_S3_DELETE_RATE)", settings.delete_rate),
+        ("s3.delete-burst (RIPPLE_S3_DELETE_BURST)", settings.delete_burst),
+    ):
+        try:
+            ok = float(value) > 0
+        except ValueError:
+            ok = False
+        if not ok:
+            raise ConfigError(f"{name} must be a positive number, got {value!r}")
     if not settings.event_source or any(c.isspace() for c in settings.event_source):
         raise ConfigError("events.source (RIPPLE_EVENT_SOURCE) must be non-empty, without spaces")
     if not re.fullmatch(r"[a-z0-9-]+", settings.arn_partition):

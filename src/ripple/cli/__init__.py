@@ -11,12 +11,16 @@ import click
 
 from ripple import __version__
 from ripple.cli.changestream import changestream
+from ripple.cli.data import data
 from ripple.cli.db import db
 from ripple.cli.deadletter import deadletter
+from ripple.cli.key import key
 from ripple.cli.metabase import metabase_group
 from ripple.cli.pipeline import pipeline
+from ripple.cli.serve import serve
 from ripple.cli.subscription import subscription
 from ripple.cli.up import up
+from ripple.cli.user import user
 from ripple.config import ConfigError, load_settings
 
 __all__ = ["cli", "main"]
@@ -47,7 +51,19 @@ def cli(ctx: click.Context, config_file: Path | None) -> None:
         raise click.ClickException(str(e)) from e
 
 
-for command in (up, db, changestream, metabase_group, pipeline, subscription, deadletter):
+for command in (
+    up,
+    serve,
+    db,
+    changestream,
+    metabase_group,
+    pipeline,
+    subscription,
+    deadletter,
+    user,
+    key,
+    data,
+):
     cli.add_command(command)
 
 

@@ -15,7 +15,7 @@ import sqlalchemy as sa
 
 from ripple.changestream.capture import TransactionTag
 from ripple.metabase.db import Metabase
-from ripple.metabase.errors import InvalidArgument
+from ripple.metabase.errors import ConflictRetry, InvalidArgument
 from ripple.metabase.get_object import resolve_object
 from ripple.metabase.rows import key_bytes, new_stream_id, start_key_write
 from ripple.metabase.store_committed import CommitResult, store_committed
@@ -24,6 +24,11 @@ from ripple.metabase.types import Object, ObjectLocation, Retention
 
 class InvalidCopyRequest(InvalidArgument):
     code = "InvalidRequest"
+
+
+class CopySourceChanged(ConflictRetry):
+    """The source version is no longer the one whose data the caller copied (a `null`
+    version replaced meanwhile); nothing was committed."""
 
 
 @dataclass(frozen=True)
@@ -43,8 +48,11 @@ def copy_object(
     retention: Retention | None = None,
     legal_hold: bool = False,
     stream_id: uuid.UUID | None = None,
+    source_stream_id: uuid.UUID | None = None,
     tag: TransactionTag | None = None,
 ) -> CopyResult:
+    """Commit a copy of the source version. With `source_stream_id`, the version found must
+    be that stream's (the data the caller copied), else `CopySourceChanged`."""
     key_bytes(destination.object_key)
     if metadata_directive not in ("COPY", "REPLACE"):
         raise InvalidArgument(
@@ -60,6 +68,10 @@ def copy_object(
     def tx(conn: sa.Connection) -> CopyResult:
         bucket = start_key_write(conn, destination)
         src = resolve_object(conn, source, source_version_id)
+        if source_stream_id is not None and src.stream_id != source_stream_id:
+            raise CopySourceChanged(
+                f"the copy source {source.object_key!r} changed during the copy; try again"
+            )
         if src.is_delete_marker:
             raise InvalidCopyRequest(
                 "the source version is a delete marker, which cannot be copied; "

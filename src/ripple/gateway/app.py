@@ -1,0 +1,253 @@
+"""The gateway's ASGI app: every request is authenticated, routed to one S3 operation by
+method, addressing level and sub-resource, authorized for that operation's action, and
+answered; every refusal is S3's error XML, every response carries the request id.
+
+`/_ripple/health` and `/_ripple/metrics` (Prometheus) sit outside the S3 namespace: no
+bucket name may start with an underscore.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+
+from prometheus_client import (
+    CONTENT_TYPE_LATEST,
+    CollectorRegistry,
+    Counter,
+    Histogram,
+    generate_latest,
+)
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.routing import Route
+from starlette.types import Receive, Scope, Send
+
+from ripple.gateway import xml
+from ripple.gateway.auth import authenticate, authorize
+from ripple.gateway.context import RequestContext
+from ripple.gateway.errors import S3Error, from_metabase, not_implemented
+from ripple.gateway.request import S3Request, Services
+from ripple.metabase.errors import MetabaseError
+
+log = logging.getLogger("ripple.gateway")
+
+Handler = Callable[[S3Request], Awaitable[Response]]
+
+
+@dataclass(frozen=True)
+class Operation:
+    name: str  # S3's name for it, e.g. PutObject
+    action: str  # what the access key needs: read, write, list or delete
+    handler: Handler
+    per_key: bool = False  # the handler checks the action for each key it touches
+
+
+# (method, level, sub-resource) -> operation; level is service, bucket or object, and the
+# sub-resource is the query parameter that selects the operation ("" for none).
+ROUTES: dict[tuple[str, str, str], Operation] = {}
+
+# Query parameters that select an S3 operation. One not in ROUTES for the request's method
+# and level answers 501 NotImplemented rather than being mistaken for a plain GET or PUT.
+SUBRESOURCES = frozenset(
+    [
+        "accelerate",
+        "acl",
+        "analytics",
+        "attributes",
+        "cors",
+        "delete",
+        "encryption",
+        "intelligent-tiering",
+        "inventory",
+        "legal-hold",
+        "lifecycle",
+        "list-type",
+        "location",
+        "logging",
+        "metadataConfiguration",
+        "metrics",
+        "notification",
+        "object-lock",
+        "ownershipControls",
+        "partNumber",
+        "policy",
+        "policyStatus",
+        "publicAccessBlock",
+        "replication",
+        "requestPayment",
+        "restore",
+        "retention",
+        "select",
+        "session",
+        "tagging",
+        "torrent",
+        "uploadId",
+        "uploads",
+        "versioning",
+        "versions",
+        "website",
+    ]
+)
+_SELECTION_ORDER = (
+    "uploadId",
+    "uploads",
+    "delete",
+    "versioning",
+    "object-lock",
+    "location",
+    "versions",
+    "list-type",
+    "retention",
+    "legal-hold",
+)
+
+
+def operation(
+    method: str, level: str, subresource: str, name: str, action: str, *, per_key: bool = False
+) -> Callable[[Handler], Handler]:
+    """Register the decorated handler for one method, level and sub-resource."""
+
+    def register(handler: Handler) -> Handler:
+        ROUTES[(method, level, subresource)] = Operation(name, action, handler, per_key)
+        return handler
+
+    return register
+
+
+def route(req: S3Request) -> Operation:
+    level = "service" if req.bucket is None else "bucket" if req.key is None else "object"
+    method = "GET" if req.method == "HEAD" and level == "service" else req.method
+    present = [p for p in req.query if p in SUBRESOURCES]
+    chosen = next((p for p in _SELECTION_ORDER if p in req.query), present[0] if present else "")
+    if chosen == "uploadId" and "partNumber" in req.query and method == "PUT":
+        chosen = "partNumber"
+    if not chosen and method == "PUT" and level == "object" and req.header("x-amz-copy-source"):
+        chosen = "copy-source"  # CopyObject: a PUT of an object with a copy source
+    found = ROUTES.get((method, level, chosen))
+    if found is None:
+        what = f"{req.method} on a {level}" + (f" with ?{chosen}" if chosen else "")
+        raise not_implemented(what)
+    return found
+
+
+class Metrics:
+    def __init__(self) -> None:
+        self.registry = CollectorRegistry()
+        self.requests = Counter(
+            "ripple_s3_requests",
+            "S3 requests answered, by operation and HTTP status",
+            ["operation", "status"],
+            registry=self.registry,
+        )
+        self.seconds = Histogram(
+            "ripple_s3_request_seconds",
+            "Time to answer an S3 request (to the start of the response body)",
+            ["operation"],
+            registry=self.registry,
+        )
+
+
+def error_response(
+    error: S3Error, context: RequestContext, resource: str, method: str, *, has_body: bool = False
+) -> Response:
+    root = xml.document("Error", namespace=False)
+    xml.add(root, "Code", error.code)
+    xml.add(root, "Message", error.message)
+    for tag, value in error.extra.items():
+        xml.add(root, tag, value)
+    xml.add(root, "Resource", error.resource or resource)
+    xml.add(root, "RequestId", context.request_id)
+    xml.add(root, "HostId", context.host_id)
+    headers = {**context.headers, **error.headers}
+    if has_body:
+        # the body may be unread: the connection cannot carry another request
+        headers["connection"] = "close"
+    body = b"" if method == "HEAD" else xml.render(root)
+    return Response(body, error.status, headers=headers, media_type="application/xml")
+
+
+def create_app(services: Services) -> Starlette:
+    # the handler modules register their operations on import
+    from ripple.gateway import (  # noqa: F401
+        buckets,
+        copy_object,
+        delete_objects,
+        get_object,
+        listing,
+        multipart,
+        object_lock,
+        objects,
+    )
+
+    metrics = Metrics()
+
+    async def s3(http: Request) -> Response:
+        started = time.perf_counter()
+        client = http.client.host if http.client else ""
+        context = RequestContext.new(client)
+        req: S3Request | None = None
+        name = "Unknown"
+        sent_body = http.headers.get("content-length", "0") not in ("", "0") or (
+            "transfer-encoding" in http.headers
+        )
+        try:
+            req = S3Request.of(http, services, context)
+            authenticate(req)
+            op = route(req)
+            name = context.operation = op.name
+            # a listing of a bucket is checked against the prefix it asks for
+            listing = op.action == "list" and req.bucket is not None and req.key is None
+            if not op.per_key:
+                authorize(req, op.action, key=req.query.get("prefix", "") if listing else None)
+            response = await op.handler(req)
+        except S3Error as e:
+            response = error_response(e, context, _resource(req), http.method, has_body=sent_body)
+        except MetabaseError as e:
+            response = error_response(
+                from_metabase(e), context, _resource(req), http.method, has_body=sent_body
+            )
+        except Exception:
+            log.exception(
+                "request %s (%s %s) failed", context.request_id, http.method, http.url.path
+            )
+            error = S3Error("InternalError", "we encountered an internal error; please try again")
+            response = error_response(
+                error, context, _resource(req), http.method, has_body=sent_body
+            )
+        for header, value in context.headers.items():
+            response.headers.setdefault(header, value)
+        metrics.requests.labels(name, str(response.status_code)).inc()
+        metrics.seconds.labels(name).observe(time.perf_counter() - started)
+        return response
+
+    async def health(_: Request) -> Response:
+        return Response(b"ok\n", media_type="text/plain")
+
+    async def prometheus(_: Request) -> Response:
+        return Response(generate_latest(metrics.registry), media_type=CONTENT_TYPE_LATEST)
+
+    async def s3_app(scope: Scope, receive: Receive, send: Send) -> None:
+        # every path that is not ripple's own is S3's, whatever bytes it holds (a route
+        # pattern would stop at a newline in a key)
+        if scope["type"] == "http":
+            response = await s3(Request(scope, receive))
+            await response(scope, receive, send)
+
+    app = Starlette(
+        routes=[
+            Route("/_ripple/health", health, methods=["GET"]),
+            Route("/_ripple/metrics", prometheus, methods=["GET"]),
+        ]
+    )
+    app.router.default = s3_app
+    app.state.services = services
+    app.state.metrics = metrics
+    return app
+
+
+def _resource(req: S3Request | None) -> str:
+    return req.resource if req is not None else "/"

@@ -1,0 +1,151 @@
+"""Request bodies: read as they stream in, decoded and checked on the way.
+
+- `aws-chunked` bodies (`STREAMING-…` payload hashes) go through `ChunkedDecoder`, which
+  checks chunk signatures and returns trailing headers;
+- a signed SHA-256 payload hash is recomputed and compared (`XAmzContentSHA256Mismatch`);
+- `Content-MD5` is compared with the MD5 of what arrived (`InvalidDigest`, `BadDigest`);
+- `x-amz-checksum-*` values, as headers or trailers, are recomputed (`BadDigest`).
+Nothing is committed before all of these pass: the caller writes to a temporary file.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import hashlib
+import hmac
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from ripple.gateway.chunked import Checksums, ChunkedDecoder
+from ripple.gateway.errors import S3Error
+from ripple.gateway.request import S3Request
+
+MAX_PUT_SIZE = 5 * 1024**3  # S3's limit for one PutObject or UploadPart
+CHECKSUM_PREFIX = "x-amz-checksum-"
+
+
+@dataclass
+class Received:
+    size: int
+    md5: bytes
+    checksums: dict[str, str] = field(default_factory=dict)  # header name -> base64 value
+
+    @property
+    def etag(self) -> str:
+        return self.md5.hex()
+
+
+def _content_md5(req: S3Request) -> bytes | None:
+    value = req.header("content-md5")
+    if not value:
+        return None
+    try:
+        digest = base64.b64decode(value, validate=True)
+    except binascii.Error:
+        digest = b""
+    if len(digest) != 16:
+        raise S3Error(
+            "InvalidDigest", "the Content-MD5 you specified is not valid base64 of 16 bytes"
+        )
+    return digest
+
+
+def _checksum_names(req: S3Request) -> tuple[dict[str, str], list[str]]:
+    """Checksums sent as headers (name -> value) and those announced as trailers."""
+    headers = {
+        name: value
+        for name, value in req.headers.items()
+        if name.startswith(CHECKSUM_PREFIX) and name != "x-amz-checksum-type"
+    }
+    trailers = [t.strip().lower() for t in req.header("x-amz-trailer").split(",") if t.strip()]
+    for name in trailers:
+        if not name.startswith(CHECKSUM_PREFIX):
+            raise S3Error("InvalidRequest", f"unsupported trailer {name!r}: only x-amz-checksum-*")
+    return headers, trailers
+
+
+def _declared_length(req: S3Request, limit: int) -> int | None:
+    raw = req.header("content-length")
+    if not raw:
+        return None
+    try:
+        length = int(raw)
+    except ValueError:
+        raise S3Error("BadRequest", f"Content-Length {raw!r} is not a number") from None
+    if length > limit:
+        raise S3Error(
+            "EntityTooLarge",
+            f"your proposed upload of {length} bytes exceeds the maximum allowed size of {limit}",
+        )
+    return length
+
+
+async def receive(
+    req: S3Request, sink: Callable[[bytes], None], *, limit: int = MAX_PUT_SIZE
+) -> Received:
+    """Stream the request body into `sink`, then check every digest the client sent."""
+    _declared_length(req, limit)
+    expected_md5 = _content_md5(req)
+    checksum_headers, trailer_names = _checksum_names(req)
+    # checksums sent as headers; the chunked decoder checks those sent as trailers
+    sums = Checksums(checksum_headers)
+    md5 = hashlib.md5(usedforsecurity=False)
+    payload_hash = req.signed.payload_hash if req.signed else req.header("x-amz-content-sha256")
+    sha256 = hashlib.sha256() if _is_hex_sha256(payload_hash) else None
+    decoder: ChunkedDecoder | None = None
+    if payload_hash.startswith("STREAMING-"):
+        decoded = req.header("x-amz-decoded-content-length")
+        decoder = ChunkedDecoder(
+            req.signed,
+            decoded_length=int(decoded) if decoded.isdigit() else None,
+            trailer_names=trailer_names,
+        )
+    size = 0
+
+    def take(data: bytes) -> None:
+        nonlocal size
+        if not data:
+            return
+        size += len(data)
+        if size > limit:
+            raise S3Error(
+                "EntityTooLarge", f"the upload exceeds the maximum allowed size of {limit}"
+            )
+        md5.update(data)
+        sums.update(data)
+        sink(data)
+
+    async for chunk in req.http.stream():
+        if sha256 is not None:
+            sha256.update(chunk)
+        take(decoder.feed(chunk) if decoder is not None else chunk)
+    trailers: dict[str, str] = decoder.finish() if decoder is not None else {}
+
+    if sha256 is not None and not hmac.compare_digest(sha256.hexdigest(), payload_hash.lower()):
+        raise S3Error(
+            "XAmzContentSHA256Mismatch",
+            "the provided x-amz-content-sha256 header does not match what was computed",
+        )
+    if expected_md5 is not None and expected_md5 != md5.digest():
+        raise S3Error("BadDigest", "the Content-MD5 you specified did not match what we received")
+    sums.verify(checksum_headers)
+    return Received(size, md5.digest(), {**checksum_headers, **trailers})
+
+
+def _is_hex_sha256(value: str) -> bool:
+    return len(value) == 64 and all(c in "0123456789abcdefABCDEF" for c in value)
+
+
+async def read_document(req: S3Request, limit: int) -> bytes:
+    """A small request body (an XML document), whole; over `limit` bytes is refused."""
+    parts: list[bytes] = []
+    try:
+        await receive(req, parts.append, limit=limit)
+    except S3Error as e:
+        if e.code == "EntityTooLarge":
+            raise S3Error(
+                "MaxMessageLengthExceeded", f"your request was too big: {e.message}"
+            ) from e
+        raise
+    return b"".join(parts)

@@ -1,0 +1,151 @@
+"""Bucket operations on the wire: ListBuckets, CreateBucket (with object lock), HeadBucket,
+DeleteBucket, GetBucketLocation, Put/GetBucketVersioning and Put/GetObjectLockConfiguration.
+Semantics are the metabase's; this module reads and writes S3's XML and headers."""
+
+from __future__ import annotations
+
+from starlette.responses import Response
+
+from ripple.gateway import xml
+from ripple.gateway.app import operation
+from ripple.gateway.body import read_document
+from ripple.gateway.errors import S3Error
+from ripple.gateway.request import S3Request
+from ripple.metabase import (
+    DefaultRetention,
+    RetentionMode,
+    Versioning,
+    create_bucket,
+    delete_bucket,
+    get_bucket_info,
+    list_buckets,
+    set_bucket_versioning,
+    set_object_lock_configuration,
+)
+
+SMALL_DOCUMENT = 64 * 1024
+
+
+@operation("GET", "service", "", "ListBuckets", "list")
+async def list_all(req: S3Request) -> Response:
+    found = await req.run(list_buckets, req.db, req.project_id)
+    assert req.access_key is not None
+    if req.access_key.bucket is not None:  # a key restricted to one bucket sees only it
+        found = [b for b in found if b.name == req.access_key.bucket]
+    root = xml.document("ListAllMyBucketsResult")
+    owner = xml.add(root, "Owner")
+    xml.add(owner, "ID", str(req.access_key.project_public_id))
+    xml.add(owner, "DisplayName", req.access_key.user)
+    listed = xml.add(root, "Buckets")
+    for bucket in found:
+        entry = xml.add(listed, "Bucket")
+        xml.add(entry, "Name", bucket.name)
+        xml.add(entry, "CreationDate", bucket.created_at)
+    return xml.response(root)
+
+
+@operation("PUT", "bucket", "", "CreateBucket", "write")
+async def create(req: S3Request) -> Response:
+    body = await read_document(req, SMALL_DOCUMENT)
+    if body.strip():
+        config = xml.parse(body, root="CreateBucketConfiguration")
+        constraint = xml.text(config, "LocationConstraint", "")
+        if constraint and constraint != req.services.region:
+            raise S3Error(
+                "InvalidLocationConstraint",
+                f"this gateway serves region {req.services.region!r}, not {constraint!r}",
+            )
+    lock = req.header("x-amz-bucket-object-lock-enabled").lower()
+    if lock not in ("", "true", "false"):
+        raise S3Error("InvalidArgument", "x-amz-bucket-object-lock-enabled must be true or false")
+    await req.run(create_bucket, req.db, req.bucket_location, object_lock_enabled=lock == "true")
+    return Response(status_code=200, headers={"location": f"/{req.bucket}"})
+
+
+@operation("HEAD", "bucket", "", "HeadBucket", "read")
+async def head(req: S3Request) -> Response:
+    await req.run(get_bucket_info, req.db, req.bucket_location)
+    return Response(status_code=200, headers={"x-amz-bucket-region": req.services.region})
+
+
+@operation("DELETE", "bucket", "", "DeleteBucket", "delete")
+async def delete(req: S3Request) -> Response:
+    await req.run(delete_bucket, req.db, req.bucket_location)
+    return Response(status_code=204)
+
+
+@operation("GET", "bucket", "location", "GetBucketLocation", "read")
+async def location(req: S3Request) -> Response:
+    await req.run(get_bucket_info, req.db, req.bucket_location)
+    root = xml.document("LocationConstraint")
+    # S3 answers an empty constraint for us-east-1
+    if req.services.region != "us-east-1":
+        root.text = req.services.region
+    return xml.response(root)
+
+
+@operation("GET", "bucket", "versioning", "GetBucketVersioning", "read")
+async def get_versioning(req: S3Request) -> Response:
+    bucket = await req.run(get_bucket_info, req.db, req.bucket_location)
+    root = xml.document("VersioningConfiguration")
+    if bucket.versioning is Versioning.ENABLED:
+        xml.add(root, "Status", "Enabled")
+    elif bucket.versioning is Versioning.SUSPENDED:
+        xml.add(root, "Status", "Suspended")
+    return xml.response(root)
+
+
+@operation("PUT", "bucket", "versioning", "PutBucketVersioning", "write")
+async def put_versioning(req: S3Request) -> Response:
+    config = xml.parse(await read_document(req, SMALL_DOCUMENT), root="VersioningConfiguration")
+    status = xml.text(config, "Status", "")
+    if xml.text(config, "MfaDelete", "") not in ("", "Disabled"):
+        raise S3Error("NotImplemented", "MFA delete is not supported by ripple")
+    if status not in ("Enabled", "Suspended"):
+        raise S3Error("MalformedXML", "versioning Status must be Enabled or Suspended")
+    await req.run(set_bucket_versioning, req.db, req.bucket_location, enabled=status == "Enabled")
+    return Response(status_code=200)
+
+
+@operation("GET", "bucket", "object-lock", "GetObjectLockConfiguration", "read")
+async def get_object_lock(req: S3Request) -> Response:
+    bucket = await req.run(get_bucket_info, req.db, req.bucket_location)
+    if not bucket.object_lock_enabled:
+        raise S3Error(
+            "ObjectLockConfigurationNotFoundError",
+            "object lock configuration does not exist for this bucket",
+        )
+    root = xml.document("ObjectLockConfiguration")
+    xml.add(root, "ObjectLockEnabled", "Enabled")
+    default = bucket.default_retention
+    if default is not None:
+        retention = xml.add(xml.add(root, "Rule"), "DefaultRetention")
+        xml.add_all(
+            retention,
+            [("Mode", default.mode.name), ("Days", default.days), ("Years", default.years)],
+        )
+    return xml.response(root)
+
+
+@operation("PUT", "bucket", "object-lock", "PutObjectLockConfiguration", "write")
+async def put_object_lock(req: S3Request) -> Response:
+    config = xml.parse(await read_document(req, SMALL_DOCUMENT), root="ObjectLockConfiguration")
+    if xml.text(config, "ObjectLockEnabled", "") != "Enabled":
+        raise S3Error("MalformedXML", "ObjectLockEnabled must be Enabled")
+    default: DefaultRetention | None = None
+    rule = config.find("Rule/DefaultRetention")
+    if rule is not None:
+        mode_name = xml.text(rule, "Mode", "")
+        if mode_name not in ("GOVERNANCE", "COMPLIANCE"):
+            raise S3Error("MalformedXML", "default retention Mode must be GOVERNANCE or COMPLIANCE")
+        days, years = xml.text(rule, "Days"), xml.text(rule, "Years")
+        try:
+            default = DefaultRetention(
+                RetentionMode[mode_name],
+                days=int(days) if days is not None else None,
+                years=int(years) if years is not None else None,
+            )
+        except ValueError:
+            raise S3Error("MalformedXML", "Days and Years must be whole numbers") from None
+    await req.run(set_object_lock_configuration, req.db, req.bucket_location, default)
+    return Response(status_code=200)

@@ -1,0 +1,266 @@
+"""CopyObject on the wire (`PUT /bucket/key` with `x-amz-copy-source`), and the copy-source
+helpers UploadPartCopy shares: parsing the header, checking the key may read the source,
+resolving the source version under the `x-amz-copy-source-if-*` conditions, copying bytes.
+
+A copy resolves the source version, copies its file (objects stored inline are copied by
+the metabase, in the row) to a new stream id's path, then commits the copy of exactly that
+version (its version ID: a versioned source cannot change under the copy). The one version
+ID that can name other data later is `null`: the metabase refuses the copy if the version
+it finds is not the stream whose data was copied, and the copy is made again.
+"""
+
+from __future__ import annotations
+
+import re
+import uuid
+from dataclasses import dataclass
+from typing import Literal, cast
+from urllib.parse import parse_qs, unquote
+
+from starlette.responses import Response
+
+from ripple.gateway import xml
+from ripple.gateway.app import operation
+from ripple.gateway.body import MAX_PUT_SIZE
+from ripple.gateway.data import DataWriter, ObjectData
+from ripple.gateway.errors import S3Error
+from ripple.gateway.get_object import check_conditions
+from ripple.gateway.headers import content_type_of, lock_of, metadata_of, quoted, version_headers
+from ripple.gateway.objects import free
+from ripple.gateway.request import S3Request
+from ripple.metabase import CopyResult, Object, ObjectLocation, copy_object, get_object
+from ripple.metabase.copy_object import CopySourceChanged, InvalidCopyRequest
+from ripple.metabase.errors import MetabaseError, ObjectNotFound
+from ripple.metabase.get_object import DeleteMarkerVersion
+from ripple.metabase.rows import new_stream_id
+from ripple.metabase.types import NULL_VERSION_ID
+
+ATTEMPTS = 3  # resolutions of a source that keeps changing before giving up
+_READ = 1 << 20
+_COPY_RANGE = re.compile(r"bytes=(\d+)-(\d+)")
+
+
+@dataclass(frozen=True)
+class CopySource:
+    bucket: str
+    key: str
+    version_id: str | None  # None: the latest version
+
+    def location(self, req: S3Request) -> ObjectLocation:
+        return ObjectLocation(req.project_id, self.bucket, self.key)
+
+
+def copy_source(req: S3Request) -> CopySource:
+    """The `x-amz-copy-source` of the request (`[/]bucket/key[?versionId=V]`, URL-encoded),
+    once the access key is known to be allowed to read it."""
+    raw = req.header("x-amz-copy-source")
+    path, _, query = raw.partition("?")
+    try:
+        path = unquote(path, errors="strict")
+    except UnicodeDecodeError:
+        path = ""
+    bucket, _, key = path.removeprefix("/").partition("/")
+    if not bucket or not key:
+        raise S3Error(
+            "InvalidArgument",
+            "x-amz-copy-source must name the source bucket and key: /sourcebucket/sourcekey",
+        )
+    versions = parse_qs(query).get("versionId", [])
+    version_id = versions[0] if versions and versions[0] else None
+    assert req.access_key is not None
+    if not req.access_key.permits("read", bucket, key):
+        raise S3Error(
+            "AccessDenied",
+            f"this access key may not read the copy source /{bucket}/{key}",
+            resource=req.resource,
+        )
+    return CopySource(bucket, key, version_id)
+
+
+async def resolve_source(req: S3Request, source: CopySource) -> Object:
+    """The source version, if the `x-amz-copy-source-if-*` conditions hold for it."""
+    try:
+        obj = await req.run(get_object, req.db, source.location(req), source.version_id)
+    except DeleteMarkerVersion:
+        raise S3Error(
+            "InvalidRequest",
+            "the copy source version is a delete marker, which cannot be copied",
+        ) from None
+    check_conditions(req, obj, prefix="x-amz-copy-source-")
+    return obj
+
+
+def source_headers(obj: Object) -> dict[str, str]:
+    if obj.version_id == NULL_VERSION_ID:
+        return {}
+    return {"x-amz-copy-source-version-id": obj.version_id}
+
+
+def write_range(data: ObjectData, obj: Object, writer: DataWriter, start: int, length: int) -> None:
+    """Write `length` bytes of a version's data from `start`; `FileNotFoundError` if its
+    file is gone (the version was deleted since it was read)."""
+    if obj.inline_data is not None:
+        writer.write(obj.inline_data[start : start + length])
+        return
+    with data.open(obj.stream_id) as f:
+        f.seek(start)
+        while length > 0:
+            chunk = f.read(min(_READ, length))
+            if not chunk:
+                raise RuntimeError(f"the data of stream {obj.stream_id} is shorter than its size")
+            writer.write(chunk)
+            length -= len(chunk)
+
+
+def copy_file(data: ObjectData, obj: Object, stream_id: uuid.UUID) -> None:
+    """Copy the whole data of a version stored as a file to `stream_id`'s path."""
+    writer = data.writer()
+    try:
+        write_range(data, obj, writer, 0, obj.total_plain_size)
+        writer.place(data.path_of(stream_id))
+    except BaseException:
+        writer.abort()
+        raise
+
+
+def copy_range(header: str, size: int) -> tuple[int, int]:
+    """(start, length) of `x-amz-copy-source-range: bytes=first-last`; the whole source
+    without one."""
+    if not header:
+        span = (0, size)
+    else:
+        match = _COPY_RANGE.fullmatch(header.strip())
+        if match is None or int(match[1]) > int(match[2]):
+            raise S3Error(
+                "InvalidArgument",
+                "x-amz-copy-source-range must be bytes=first-last (zero-based, inclusive)",
+            )
+        first, last = int(match[1]), int(match[2])
+        if last >= size:
+            raise S3Error(
+                "InvalidRange",
+                f"the range {header!r} is not satisfiable: the source is {size} bytes",
+                extra={"ActualObjectSize": str(size)},
+            )
+        span = (first, last - first + 1)
+    if span[1] > MAX_PUT_SIZE:
+        raise S3Error(
+            "InvalidRequest", f"a part is at most {MAX_PUT_SIZE} bytes; copy a smaller range"
+        )
+    return span
+
+
+async def copy_part_data(req: S3Request, data: ObjectData) -> tuple[Object, DataWriter]:
+    """UploadPartCopy's data: the source version, and a writer holding the range of it the
+    request asks for, for the caller to place as the part (or abort)."""
+    source = copy_source(req)
+    for _ in range(ATTEMPTS):
+        obj = await resolve_source(req, source)
+        start, length = copy_range(req.header("x-amz-copy-source-range"), obj.total_plain_size)
+        writer = data.writer()
+        try:
+            await req.run(write_range, data, obj, writer, start, length)
+        except FileNotFoundError:  # the version was deleted since it was resolved
+            writer.abort()
+            continue
+        except BaseException:
+            writer.abort()
+            raise
+        return obj, writer
+    raise _changing()
+
+
+def _directive(req: S3Request) -> Literal["COPY", "REPLACE"]:
+    directive = req.header("x-amz-metadata-directive") or "COPY"
+    if directive not in ("COPY", "REPLACE"):
+        raise S3Error(
+            "InvalidArgument", f"unknown metadata directive {directive!r}: COPY or REPLACE"
+        )
+    return cast(Literal["COPY", "REPLACE"], directive)
+
+
+@operation("PUT", "object", "copy-source", "CopyObject", "write")
+async def copy(req: S3Request) -> Response:
+    source = copy_source(req)
+    directive = _directive(req)
+    retention, legal_hold = lock_of(req)
+    replace = directive == "REPLACE"
+    content_type = content_type_of(req) if replace else None
+    metadata = metadata_of(req) if replace else None
+    destination = req.object_location
+    if source.location(req) == destination and source.version_id is None and not replace:
+        raise S3Error(
+            "InvalidRequest",
+            "this copy request is illegal because it is trying to copy an object to itself "
+            "without changing the object's metadata; use the REPLACE metadata directive",
+        )
+    data = req.services.data
+    for attempt in range(1, ATTEMPTS + 1):
+        last = attempt == ATTEMPTS
+        obj = await resolve_source(req, source)
+        if obj.total_plain_size > MAX_PUT_SIZE:
+            raise S3Error(
+                "InvalidRequest",
+                f"the source is {obj.total_plain_size} bytes; CopyObject copies at most "
+                f"{MAX_PUT_SIZE}: copy it in parts with UploadPartCopy",
+            )
+        stream_id = new_stream_id()
+        copied = obj.inline_data is None
+        if copied:
+            try:
+                await req.run(copy_file, data, obj, stream_id)
+            except FileNotFoundError:  # deleted since it was resolved: resolve again
+                if last:
+                    raise _changing() from None
+                continue
+        try:
+            result = await req.run(
+                copy_object,
+                req.db,
+                source.location(req),
+                destination,
+                source_version_id=obj.version_id,  # exactly the version whose data was copied
+                metadata_directive=directive,
+                content_type=content_type,
+                user_metadata=metadata,
+                retention=retention,
+                legal_hold=legal_hold,
+                stream_id=stream_id,
+                source_stream_id=obj.stream_id,
+                tag=req.context.tag("copy"),
+            )
+        except CopySourceChanged:  # the `null` version was replaced: copy it again
+            if copied:
+                data.remove([stream_id])
+            if last:
+                raise _changing() from None
+            continue
+        except (ObjectNotFound, InvalidCopyRequest):
+            # the resolved version was deleted (or the latest is now a delete marker)
+            if copied:
+                data.remove([stream_id])
+            if source.version_id is not None or last:
+                raise
+            continue
+        except MetabaseError:
+            if copied:
+                data.remove([stream_id])
+            raise
+        free(req, result.removed)
+        return _answer(result)
+    raise AssertionError("unreachable")
+
+
+def _changing() -> S3Error:
+    return S3Error(
+        "OperationAborted", "the copy source changed repeatedly during the copy; try again"
+    )
+
+
+def _answer(result: CopyResult) -> Response:
+    assert result.source is not None
+    root = xml.document("CopyObjectResult")
+    xml.add(root, "LastModified", result.object.created_at)
+    xml.add(root, "ETag", quoted(result.object.etag))
+    headers = {**version_headers(result.object), **source_headers(result.source)}
+    return xml.response(root, headers=headers)

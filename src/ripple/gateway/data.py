@@ -1,0 +1,142 @@
+"""Object data on the local filesystem, addressed by stream id, never by the user's key.
+
+Layout under the data directory's `objects/`:
+- `tmp/`: uploads in progress (a random name); a crash leaves them here for `ripple data gc`;
+- `ab/cd/<stream id>`: committed data of the object version whose stream id it is;
+- `parts/<upload stream id>/<part number>`: multipart upload parts until complete or abort.
+
+Data is written to a temporary file, fsynced, then renamed into place before the metabase
+commit that makes it visible; it is removed only after the metabase transaction that
+deleted its version has committed. So a crash can leave a file no row names (an orphan,
+which `gc` finds), never a row without its file.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import os
+import shutil
+import time
+import uuid
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import BinaryIO
+
+
+class DataWriter:
+    """A file being uploaded: bytes in, MD5 and size out, then placed or dropped."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._file: BinaryIO | None = path.open("xb")
+        self._md5 = hashlib.md5(usedforsecurity=False)
+        self.size = 0
+
+    def write(self, data: bytes) -> None:
+        assert self._file is not None, "write after close"
+        self._file.write(data)
+        self._md5.update(data)
+        self.size += len(data)
+
+    @property
+    def md5(self) -> bytes:
+        return self._md5.digest()
+
+    def _close(self) -> None:
+        if self._file is not None:
+            self._file.flush()
+            os.fsync(self._file.fileno())
+            self._file.close()
+            self._file = None
+
+    def place(self, destination: Path) -> None:
+        """fsync, then rename to `destination` (and fsync its directory)."""
+        self._close()
+        destination.parent.mkdir(parents=True, exist_ok=True)
+        os.replace(self.path, destination)
+        _fsync_dir(destination.parent)
+
+    def abort(self) -> None:
+        if self._file is not None:
+            self._file.close()
+            self._file = None
+        self.path.unlink(missing_ok=True)
+
+
+def _fsync_dir(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+@dataclass(frozen=True)
+class Orphan:
+    path: Path
+    size: int
+
+
+class ObjectData:
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        self.tmp = root / "tmp"
+        self.parts = root / "parts"
+        self.tmp.mkdir(parents=True, exist_ok=True)
+        self.parts.mkdir(parents=True, exist_ok=True)
+
+    def writer(self) -> DataWriter:
+        return DataWriter(self.tmp / uuid.uuid4().hex)
+
+    def path_of(self, stream_id: uuid.UUID) -> Path:
+        name = stream_id.hex
+        return self.root / name[:2] / name[2:4] / name
+
+    def part_path(self, upload: uuid.UUID, part_number: int) -> Path:
+        return self.parts / upload.hex / f"{part_number:05d}"
+
+    def open(self, stream_id: uuid.UUID) -> BinaryIO:
+        return self.path_of(stream_id).open("rb")
+
+    def exists(self, stream_id: uuid.UUID) -> bool:
+        return self.path_of(stream_id).is_file()
+
+    def remove(self, stream_ids: Iterable[uuid.UUID]) -> None:
+        """Drop the data of versions a committed transaction deleted."""
+        for stream_id in stream_ids:
+            self.path_of(stream_id).unlink(missing_ok=True)
+
+    def remove_parts(self, upload: uuid.UUID) -> None:
+        shutil.rmtree(self.parts / upload.hex, ignore_errors=True)
+
+    def concatenate(self, sources: Iterable[Path], writer: DataWriter) -> None:
+        for source in sources:
+            with source.open("rb") as f:
+                while chunk := f.read(1 << 20):
+                    writer.write(chunk)
+
+    # --- garbage collection -------------------------------------------------------------
+
+    def stored(self) -> Iterator[tuple[uuid.UUID, Path]]:
+        """Every committed data file, with the stream id its name says."""
+        for first in self.root.iterdir():
+            if len(first.name) != 2 or not first.is_dir():
+                continue
+            for second in first.iterdir():
+                for path in second.iterdir():
+                    with contextlib.suppress(ValueError):
+                        yield uuid.UUID(hex=path.name), path
+
+    def uploads(self) -> Iterator[tuple[uuid.UUID, Path]]:
+        for path in self.parts.iterdir():
+            with contextlib.suppress(ValueError):
+                yield uuid.UUID(hex=path.name), path
+
+    def stale_temporaries(self, older_than: float) -> Iterator[Path]:
+        cutoff = time.time() - older_than
+        for path in self.tmp.iterdir():
+            with contextlib.suppress(FileNotFoundError):
+                if path.stat().st_mtime < cutoff:
+                    yield path

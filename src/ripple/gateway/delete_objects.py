@@ -1,0 +1,168 @@
+"""DeleteObjects on the wire: `POST /BUCKET?delete` with a `<Delete>` document of up to
+1000 keys or versions, answered by one `<DeleteResult>`.
+
+The whole request is one operation: ONE token from the project's delete rate limit and ONE
+metabase `delete_objects` call (one transaction), whatever the item count. Items the access
+key may not delete (outside its prefix, or `delete` denied) are left out of that call and
+answered as per-item `AccessDenied` errors, as are items object lock refuses; the response
+is 200 unless the request itself fails (no digest header, malformed XML, more than 1000
+items, no such bucket, rate limited). Quiet mode answers only the errors. The data of the
+versions the transaction removed is freed after it commits.
+"""
+
+from __future__ import annotations
+
+import xml.etree.ElementTree as ET
+from collections.abc import Iterable
+
+from starlette.responses import Response
+
+from ripple.gateway import xml
+from ripple.gateway.app import operation
+from ripple.gateway.body import CHECKSUM_PREFIX, read_document
+from ripple.gateway.errors import S3Error
+from ripple.gateway.objects import free
+from ripple.gateway.request import S3Request
+from ripple.metabase import (
+    MAX_DELETE_OBJECTS,
+    DeletedObject,
+    DeleteObjectsError,
+    DeleteObjectsItem,
+    DeleteObjectsResult,
+    delete_objects,
+    get_bucket_info,
+)
+
+Entry = DeletedObject | DeleteObjectsError
+
+# conditional per-item deletes, which ripple does not do (refused rather than ignored)
+_CONDITIONS = ("ETag", "LastModifiedTime", "Size")
+
+
+def require_digest(req: S3Request) -> None:
+    """Refuse a request that carries neither Content-MD5 nor an x-amz-checksum-* value (as a
+    header or announced trailer): S3 requires one for DeleteObjects and the object lock puts.
+    The body reader then checks whichever was sent."""
+    headers = req.headers
+    if headers.get("content-md5"):
+        return
+    if any(n.startswith(CHECKSUM_PREFIX) and n != "x-amz-checksum-type" for n in headers):
+        return
+    trailers = headers.get("x-amz-trailer", "").lower()
+    if CHECKSUM_PREFIX in trailers:
+        return
+    raise S3Error(
+        "InvalidRequest",
+        "Missing required header for this request: Content-MD5 "
+        "(or an x-amz-checksum-* header, as current AWS SDKs send)",
+    )
+
+
+def parse_delete(body: bytes) -> tuple[list[DeleteObjectsItem], bool]:
+    """The items and quiet flag of a `<Delete>` document; `MalformedXML` if it has no items,
+    more than 1000, an `<Object>` without `<Key>`, or a Quiet that is not true or false."""
+    root = xml.parse(body, root="Delete")
+    quiet = (xml.text(root, "Quiet", "false") or "false").lower()
+    if quiet not in ("true", "false"):
+        raise S3Error("MalformedXML", f"<Quiet> must be true or false, not {quiet!r}")
+    elements = root.findall("Object")
+    if len(elements) > MAX_DELETE_OBJECTS:
+        raise S3Error(
+            "MalformedXML",
+            f"DeleteObjects takes at most {MAX_DELETE_OBJECTS} objects, got {len(elements)}; "
+            "nothing was deleted: split the request",
+        )
+    if not elements:
+        raise S3Error("MalformedXML", "the <Delete> document names no <Object> to delete")
+    return [_item(element) for element in elements], quiet == "true"
+
+
+def _item(element: ET.Element) -> DeleteObjectsItem:
+    key = element.find("Key")
+    if key is None:
+        raise S3Error("MalformedXML", "every <Object> of a <Delete> document needs a <Key>")
+    for condition in _CONDITIONS:
+        if element.find(condition) is not None:
+            raise S3Error(
+                "NotImplemented",
+                f"conditional deletes (<{condition}> in an <Object>) are not implemented by ripple",
+            )
+    # the key is taken as written: leading and trailing spaces are part of it
+    return DeleteObjectsItem(key.text or "", xml.text(element, "VersionId"))
+
+
+@operation("POST", "bucket", "delete", "DeleteObjects", "delete", per_key=True)
+async def delete_many(req: S3Request) -> Response:
+    require_digest(req)
+    items, quiet = parse_delete(await read_document(req, xml.MAX_XML_BYTES))
+    req.services.deletes.take(str(req.project_id))
+    key = req.access_key
+    assert key is not None
+    allowed = [i for i in items if key.permits("delete", req.bucket, i.key)]
+    denied = _unique(i for i in items if not key.permits("delete", req.bucket, i.key))
+    if allowed:
+        bypass = req.header("x-amz-bypass-governance-retention").lower() == "true"
+        result = await req.run(
+            delete_objects,
+            req.db,
+            req.bucket_location,
+            allowed,
+            quiet=quiet,
+            bypass_governance=bypass,
+            can_bypass_governance=key.allow_bypass_governance,
+            tag=req.context.tag("delete-objects"),
+        )
+        await req.run(free, req, result.removed)  # up to 1000 unlinks: off the event loop
+    else:  # nothing to delete, but a missing bucket still fails the request
+        await req.run(get_bucket_info, req.db, req.bucket_location)
+        result = DeleteObjectsResult()
+    refused = [
+        DeleteObjectsError(
+            i.key,
+            i.version_id,
+            "AccessDenied",
+            "Access Denied: this access key may not delete this key",
+        )
+        for i in denied
+    ]
+    return xml.response(_result(items, result.deleted, [*result.errors, *refused]))
+
+
+def _unique(items: Iterable[DeleteObjectsItem]) -> list[DeleteObjectsItem]:
+    return list(dict.fromkeys(items))
+
+
+def _in_request_order(items: list[DeleteObjectsItem], entries: list[Entry]) -> list[Entry]:
+    """`entries` in the order of the first request item each answers."""
+    position: dict[tuple[str, str | None], int] = {}
+    for index, item in enumerate(items):
+        position.setdefault((item.key, item.version_id), index)
+    return sorted(entries, key=lambda e: position.get((e.key, e.version_id), len(items)))
+
+
+def _result(
+    items: list[DeleteObjectsItem],
+    deleted: list[DeletedObject],
+    errors: list[DeleteObjectsError],
+) -> ET.Element:
+    root = xml.document("DeleteResult")
+    for entry in _in_request_order(items, [*deleted, *errors]):
+        if isinstance(entry, DeletedObject):
+            element = xml.add(root, "Deleted")
+            xml.add(element, "Key", entry.key)
+            xml.add_all(
+                element,
+                [
+                    ("VersionId", entry.version_id),
+                    ("DeleteMarker", True if entry.delete_marker else None),
+                    ("DeleteMarkerVersionId", entry.delete_marker_version_id),
+                ],
+            )
+        else:
+            element = xml.add(root, "Error")
+            xml.add(element, "Key", entry.key)
+            xml.add_all(
+                element,
+                [("VersionId", entry.version_id), ("Code", entry.code), ("Message", entry.message)],
+            )
+    return root

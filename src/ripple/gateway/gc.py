@@ -1,0 +1,82 @@
+"""Garbage collection of object data: files no metabase row names.
+
+A crash can leave data behind, never a row without data (see `data.py`): an upload's
+temporary file, a data file placed under a new stream id whose commit never happened, or
+the parts of an upload whose pending row is gone. `collect` finds them (only those older
+than a grace period, so uploads in flight are left alone) and removes them unless asked
+only to report.
+"""
+
+from __future__ import annotations
+
+import shutil
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import sqlalchemy as sa
+
+from ripple.gateway.data import ObjectData
+from ripple.metabase import Metabase
+from ripple.metabase.schema import objects
+
+DEFAULT_GRACE_SECONDS = 3600.0
+
+
+@dataclass
+class Collected:
+    temporaries: list[Path] = field(default_factory=list)
+    orphans: list[Path] = field(default_factory=list)
+    uploads: list[Path] = field(default_factory=list)
+    bytes: int = 0
+
+    @property
+    def paths(self) -> list[Path]:
+        return [*self.temporaries, *self.orphans, *self.uploads]
+
+
+def referenced_stream_ids(db: Metabase) -> set[uuid.UUID]:
+    """Every stream id a row names: versions, delete markers and pending uploads."""
+    with db.read() as conn:
+        return set(conn.execute(sa.select(objects.c.stream_id)).scalars())
+
+
+def _size(path: Path) -> int:
+    if path.is_dir():
+        return sum(p.stat().st_size for p in path.rglob("*") if p.is_file())
+    return path.stat().st_size
+
+
+def collect(
+    db: Metabase,
+    data: ObjectData,
+    *,
+    grace_seconds: float = DEFAULT_GRACE_SECONDS,
+    dry_run: bool = False,
+    progress: Callable[[Path], None] | None = None,
+) -> Collected:
+    """Find (and unless `dry_run`, remove) data older than the grace period that no row names.
+
+    Files are listed before the rows are read: a file placed after the listing is not
+    looked at, and one committed before the read is found referenced.
+    """
+    cutoff = time.time() - grace_seconds
+    stored = [(sid, p) for sid, p in data.stored() if p.stat().st_mtime < cutoff]
+    uploads = [(sid, p) for sid, p in data.uploads() if p.stat().st_mtime < cutoff]
+    found = Collected(temporaries=list(data.stale_temporaries(grace_seconds)))
+    referenced = referenced_stream_ids(db)
+    found.orphans = [p for sid, p in stored if sid not in referenced]
+    found.uploads = [p for sid, p in uploads if sid not in referenced]
+    for path in found.paths:
+        found.bytes += _size(path)
+        if progress is not None:
+            progress(path)
+        if dry_run:
+            continue
+        if path.is_dir():
+            shutil.rmtree(path, ignore_errors=True)
+        else:
+            path.unlink(missing_ok=True)
+    return found

@@ -1,0 +1,173 @@
+"""GetObject and HeadObject on the wire: a version (latest or by versionId), one byte range,
+the four conditional headers, and the `response-*` query overrides of response headers.
+
+The data file is opened before the response starts, so a version deleted while its body
+streams is still read whole (POSIX keeps an unlinked open file).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from typing import BinaryIO
+
+from starlette.responses import Response, StreamingResponse
+
+from ripple.gateway.app import operation
+from ripple.gateway.errors import S3Error
+from ripple.gateway.headers import object_headers, parse_http_date
+from ripple.gateway.request import S3Request
+from ripple.metabase import Object, get_object
+
+OVERRIDES = {
+    "response-content-type": "content-type",
+    "response-content-language": "content-language",
+    "response-expires": "expires",
+    "response-cache-control": "cache-control",
+    "response-content-disposition": "content-disposition",
+    "response-content-encoding": "content-encoding",
+}
+_RANGE = re.compile(r"bytes=(\d*)-(\d*)")
+READ_SIZE = 256 * 1024
+
+
+def byte_range(header: str, size: int) -> tuple[int, int] | None:
+    """The inclusive (first, last) byte a Range header asks for; None for the whole object.
+
+    As S3 does, a header it cannot parse, or one with several ranges, is ignored; a range
+    that starts past the end is `InvalidRange` (416).
+    """
+    match = _RANGE.fullmatch(header.strip())
+    if match is None or size == 0:
+        return None
+    first, last = match.groups()
+    if not first and not last:
+        return None
+    if not first:  # the last N bytes
+        length = int(last)
+        if length == 0:
+            raise _invalid_range(size)
+        return max(0, size - length), size - 1
+    start = int(first)
+    end = int(last) if last else size - 1
+    if start > end and last:
+        return None  # syntactically invalid: ignored
+    if start >= size:
+        raise _invalid_range(size)
+    return start, min(end, size - 1)
+
+
+def _invalid_range(size: int) -> S3Error:
+    return S3Error(
+        "InvalidRange",
+        "the requested range is not satisfiable",
+        extra={"ActualObjectSize": str(size)},
+        headers={"content-range": f"bytes */{size}"},
+    )
+
+
+def check_conditions(req: S3Request, obj: Object, *, prefix: str = "") -> int | None:
+    """Evaluate If-Match, If-None-Match, If-Modified-Since, If-Unmodified-Since as S3 does:
+    None to go on, 304 for not-modified (GET/HEAD); refusals raise PreconditionFailed.
+    `prefix` reads the `x-amz-copy-source-if-*` variants instead."""
+    if_match = req.header(f"{prefix}if-match")
+    if_none_match = req.header(f"{prefix}if-none-match")
+    modified_since = parse_http_date(req.header(f"{prefix}if-modified-since"))
+    unmodified_since = parse_http_date(req.header(f"{prefix}if-unmodified-since"))
+    last_modified = obj.created_at.replace(microsecond=0)
+    failed = S3Error(
+        "PreconditionFailed", "at least one of the preconditions you specified did not hold"
+    )
+    if if_match:
+        if not _etag_matches(if_match, obj.etag):
+            raise failed
+    elif unmodified_since is not None and last_modified > unmodified_since:
+        raise failed
+    if if_none_match:
+        if _etag_matches(if_none_match, obj.etag):
+            if prefix:
+                raise failed
+            return 304
+    elif modified_since is not None and last_modified <= modified_since:
+        if prefix:
+            raise failed
+        return 304
+    return None
+
+
+def _etag_matches(header: str, etag: str) -> bool:
+    candidates = [c.strip().removeprefix("W/").strip('"') for c in header.split(",")]
+    return "*" in candidates or etag in candidates
+
+
+def _chunks(file: BinaryIO, start: int, length: int) -> Iterator[bytes]:
+    try:
+        file.seek(start)
+        while length > 0:
+            chunk = file.read(min(READ_SIZE, length))
+            if not chunk:
+                break
+            length -= len(chunk)
+            yield chunk
+    finally:
+        file.close()
+
+
+async def _resolve(req: S3Request) -> tuple[Object, BinaryIO | None]:
+    """The version asked for and, for one stored on the filesystem, its opened data."""
+    for _ in range(3):
+        obj = await req.run(get_object, req.db, req.object_location, req.version_id())
+        if obj.inline_data is not None:
+            return obj, None
+        try:
+            return obj, await req.run(req.services.data.open, obj.stream_id)
+        except FileNotFoundError:
+            continue  # replaced or deleted between the look-up and the open: look again
+    raise S3Error("InternalError", f"the data of {req.key!r} is missing; please try again")
+
+
+async def _answer(req: S3Request, head: bool) -> Response:
+    for name in req.query:
+        if name.startswith("response-") and name not in OVERRIDES:
+            raise S3Error("InvalidArgument", f"unknown response header override {name!r}")
+    obj, file = await _resolve(req)
+    try:
+        headers = object_headers(obj)
+        status = check_conditions(req, obj)
+        if status == 304:
+            kept = ("etag", "last-modified", "x-amz-version-id")
+            if file is not None:
+                file.close()
+            return Response(status_code=304, headers={k: headers[k] for k in kept if k in headers})
+        for parameter, header in OVERRIDES.items():
+            if parameter in req.query:
+                headers[header] = req.query[parameter]
+        size = obj.total_plain_size
+        span = byte_range(req.header("range"), size) if req.header("range") else None
+        start, length, status = 0, size, 200
+        if span is not None:
+            start, length, status = span[0], span[1] - span[0] + 1, 206
+            headers["content-range"] = f"bytes {span[0]}-{span[1]}/{size}"
+        headers["content-length"] = str(length)
+    except BaseException:
+        if file is not None:
+            file.close()
+        raise
+    if head or length == 0:
+        if file is not None:
+            file.close()
+        return Response(status_code=status, headers=headers)
+    if file is None:
+        assert obj.inline_data is not None
+        return Response(obj.inline_data[start : start + length], status, headers=headers)
+    return StreamingResponse(_chunks(file, start, length), status, headers=headers)
+
+
+@operation("GET", "object", "", "GetObject", "read")
+async def get(req: S3Request) -> Response:
+    return await _answer(req, head=False)
+
+
+@operation("HEAD", "object", "", "HeadObject", "read")
+async def head(req: S3Request) -> Response:
+    return await _answer(req, head=True)

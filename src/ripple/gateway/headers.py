@@ -1,0 +1,138 @@
+"""Object headers both ways: what a write request sets (user metadata `x-amz-meta-*`, the
+stored system headers, object lock) and what GET/HEAD answer for a version.
+
+User metadata names are stored lower-cased without their `x-amz-meta-` prefix; the system
+headers S3 stores with an object (Content-Encoding, Cache-Control, …) are kept in the same
+map under `:name`, a key no HTTP header name can take.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from email.utils import format_datetime, parsedate_to_datetime
+
+from ripple.gateway import xml
+from ripple.gateway.errors import S3Error
+from ripple.gateway.request import S3Request
+from ripple.metabase import Object, Retention, RetentionMode
+
+META_PREFIX = "x-amz-meta-"
+STORED_HEADERS = (
+    "cache-control",
+    "content-disposition",
+    "content-encoding",
+    "content-language",
+    "expires",
+)
+MAX_METADATA_BYTES = 2048  # S3's limit on user-defined metadata
+
+
+def metadata_of(req: S3Request) -> dict[str, str]:
+    """User metadata and stored system headers of a write request."""
+    metadata: dict[str, str] = {}
+    size = 0
+    for name, value in req.headers.items():
+        if name.startswith(META_PREFIX):
+            short = name[len(META_PREFIX) :]
+            metadata[short] = value
+            size += len(short) + len(value.encode())
+        elif name in STORED_HEADERS:
+            encoding = value
+            if name == "content-encoding":  # aws-chunked is transfer framing, not stored
+                encoding = ",".join(
+                    e for e in (p.strip() for p in value.split(",")) if e and e != "aws-chunked"
+                )
+            if encoding:
+                metadata[":" + name] = encoding
+    if size > MAX_METADATA_BYTES:
+        raise S3Error(
+            "MetadataTooLarge",
+            f"your metadata headers are {size} bytes; the limit is {MAX_METADATA_BYTES}",
+        )
+    return metadata
+
+
+def content_type_of(req: S3Request) -> str:
+    return req.header("content-type") or "binary/octet-stream"
+
+
+def lock_of(req: S3Request) -> tuple[Retention | None, bool]:
+    """The object lock a write request asks for: retention and legal hold."""
+    mode = req.header("x-amz-object-lock-mode")
+    until = req.header("x-amz-object-lock-retain-until-date")
+    hold = req.header("x-amz-object-lock-legal-hold")
+    retention = None
+    if bool(mode) != bool(until):
+        raise S3Error(
+            "InvalidArgument",
+            "x-amz-object-lock-mode and x-amz-object-lock-retain-until-date must be given together",
+        )
+    if mode:
+        retention = Retention(retention_mode(mode), parse_timestamp(until, "retain-until date"))
+    if hold not in ("", "ON", "OFF"):
+        raise S3Error("InvalidArgument", "x-amz-object-lock-legal-hold must be ON or OFF")
+    return retention, hold == "ON"
+
+
+def retention_mode(name: str) -> RetentionMode:
+    if name not in ("GOVERNANCE", "COMPLIANCE"):
+        raise S3Error(
+            "InvalidArgument", f"unknown object lock mode {name!r}: GOVERNANCE or COMPLIANCE"
+        )
+    return RetentionMode[name]
+
+
+def parse_timestamp(value: str, what: str) -> datetime:
+    """An ISO 8601 time as S3 takes it (2026-11-21T10:00:00Z, with or without fraction)."""
+    try:
+        parsed = datetime.fromisoformat(value.replace("Z", "+00:00"))
+    except ValueError:
+        raise S3Error("InvalidArgument", f"{what} {value!r} is not an ISO 8601 time") from None
+    if parsed.tzinfo is None:
+        parsed = parsed.replace(tzinfo=UTC)
+    return parsed.astimezone(UTC)
+
+
+def parse_http_date(value: str) -> datetime | None:
+    try:
+        parsed = parsedate_to_datetime(value)
+    except (TypeError, ValueError):
+        return None
+    return parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC)
+
+
+def http_date(when: datetime) -> str:
+    return format_datetime(when.astimezone(UTC).replace(microsecond=0), usegmt=True)
+
+
+def quoted(etag: str) -> str:
+    return f'"{etag}"'
+
+
+def version_headers(obj: Object) -> dict[str, str]:
+    """`x-amz-version-id` for a version that has one (null versions of unversioned buckets
+    answer without it)."""
+    version_id = obj.version_id
+    return {} if version_id == "null" else {"x-amz-version-id": version_id}
+
+
+def object_headers(obj: Object) -> dict[str, str]:
+    """What GET and HEAD answer about a version, apart from the body's length and range."""
+    headers = {
+        "etag": quoted(obj.etag),
+        "last-modified": http_date(obj.created_at),
+        "content-type": obj.content_type or "binary/octet-stream",
+        "accept-ranges": "bytes",
+        **version_headers(obj),
+    }
+    for name, value in obj.user_metadata.items():
+        if name.startswith(":"):
+            headers[name[1:]] = value
+        else:
+            headers[META_PREFIX + name] = value
+    if obj.retention is not None:
+        headers["x-amz-object-lock-mode"] = obj.retention.mode.name
+        headers["x-amz-object-lock-retain-until-date"] = xml.timestamp(obj.retention.retain_until)
+    if obj.legal_hold:
+        headers["x-amz-object-lock-legal-hold"] = "ON"
+    return headers

@@ -1,0 +1,418 @@
+"""Multipart uploads on the wire: CreateMultipartUpload, UploadPart (and UploadPartCopy),
+CompleteMultipartUpload, AbortMultipartUpload, ListParts and ListMultipartUploads.
+
+An upload is a pending metabase row (`begin_upload`) holding the content type, metadata
+and object lock given at create; its stream id, in hex, is the UploadId. Parts are files
+`objects/parts/<upload>/<part number>.<MD5 hex>`: data and ETag arrive in one rename, size
+and LastModified are the file's; a part uploaded again replaces the older file (of two
+racing uploads of one part, the newer file stays).
+
+Completing concatenates the parts into the file of the upload's own stream id and commits
+the row. Completes of one upload queue on a lock file in its parts directory, so a repeated
+complete finds the upload gone rather than removing the data the first committed; one
+whose commit fails (the upload was aborted meanwhile) removes its file.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import hashlib
+import os
+import uuid
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import IO
+from urllib.parse import quote
+from xml.etree.ElementTree import Element
+
+from starlette.responses import Response
+
+from ripple.events.keys import encode_key
+from ripple.gateway import xml
+from ripple.gateway.app import operation
+from ripple.gateway.auth import authorize
+from ripple.gateway.body import read_document, receive
+from ripple.gateway.copy_object import copy_part_data, source_headers
+from ripple.gateway.data import ObjectData
+from ripple.gateway.errors import S3Error
+from ripple.gateway.headers import content_type_of, lock_of, metadata_of, quoted, version_headers
+from ripple.gateway.objects import checksum_headers, free
+from ripple.gateway.request import S3Request
+from ripple.metabase import commit_object
+from ripple.metabase.errors import MetabaseError, PendingObjectNotFound
+from ripple.metabase.uploads import abort_upload, begin_upload, get_upload, list_uploads
+
+MIN_PART_SIZE = 5 * 1024 * 1024  # every part but the last
+MAX_PART_NUMBER = 10_000
+MAX_LISTED = 1000
+LOCK_NAME = "complete.lock"
+
+
+@dataclass(frozen=True)
+class Part:
+    number: int
+    etag: str
+    size: int
+    modified_ns: int
+    path: Path
+
+    @property
+    def rank(self) -> tuple[int, str]:
+        """Of two files of one part number, the greater rank is the newer."""
+        return self.modified_ns, self.path.name
+
+
+def _part_file(data: ObjectData, upload: uuid.UUID, number: int, etag: str) -> Path:
+    path = data.part_path(upload, number)
+    return path.with_name(f"{path.name}.{etag}")
+
+
+def stored_parts(data: ObjectData, upload: uuid.UUID) -> dict[int, Part]:
+    """The parts of an upload by number; of several files of one number, the newest."""
+    found: dict[int, Part] = {}
+    try:
+        entries = list(os.scandir(data.part_path(upload, 1).parent))
+    except FileNotFoundError:
+        return found
+    for entry in entries:
+        number, dot, etag = entry.name.partition(".")
+        if not dot or not number.isdigit() or len(etag) != 32:
+            continue  # the lock file, or a stray
+        try:
+            stat = entry.stat()
+        except FileNotFoundError:
+            continue  # replaced meanwhile
+        part = Part(int(number), etag, stat.st_size, stat.st_mtime_ns, Path(entry.path))
+        current = found.get(part.number)
+        if current is None or part.rank > current.rank:
+            found[part.number] = part
+    return found
+
+
+def _drop_older(path: Path) -> None:
+    """Remove the files of the same part number older than the one just placed."""
+    number = path.name.partition(".")[0]
+    mine = (path.stat().st_mtime_ns, path.name)
+    for entry in os.scandir(path.parent):
+        if entry.name.startswith(number + ".") and entry.name != path.name:
+            with contextlib.suppress(FileNotFoundError):
+                if (entry.stat().st_mtime_ns, entry.name) < mine:
+                    os.unlink(entry.path)
+
+
+def _upload_id(req: S3Request) -> uuid.UUID:
+    try:
+        return uuid.UUID(hex=req.query.get("uploadId", ""))
+    except ValueError:
+        raise S3Error("NoSuchUpload", "the specified multipart upload does not exist") from None
+
+
+def _number(req: S3Request, name: str, default: int, *, most: int | None = None) -> int:
+    value = req.query.get(name)
+    if value is None:
+        return default
+    if not (value.isascii() and value.isdigit()):
+        raise S3Error("InvalidArgument", f"{name} must be a whole number, not {value!r}")
+    return int(value) if most is None else min(int(value), most)
+
+
+def _part_number(req: S3Request) -> int:
+    number = _number(req, "partNumber", 0)
+    if not 1 <= number <= MAX_PART_NUMBER:
+        raise S3Error(
+            "InvalidArgument",
+            f"part number must be an integer between 1 and {MAX_PART_NUMBER}, inclusive",
+        )
+    return number
+
+
+async def _settle_part(req: S3Request, upload: uuid.UUID, path: Path) -> None:
+    """After a part is placed: drop the part it replaces; if the upload was completed or
+    aborted meanwhile, its parts are garbage, this one too."""
+    await req.run(_drop_older, path)
+    try:
+        await req.run(get_upload, req.db, req.object_location, upload)
+    except PendingObjectNotFound:
+        await req.run(req.services.data.remove_parts, upload)
+        raise
+
+
+def _owner(req: S3Request, parent: Element) -> None:
+    assert req.access_key is not None
+    for tag in ("Initiator", "Owner"):
+        who = xml.add(parent, tag)
+        xml.add(who, "ID", str(req.access_key.project_public_id))
+        xml.add(who, "DisplayName", req.access_key.user)
+
+
+@operation("POST", "object", "uploads", "CreateMultipartUpload", "write")
+async def create(req: S3Request) -> Response:
+    retention, legal_hold = lock_of(req)
+    pending = await req.run(
+        begin_upload,
+        req.db,
+        req.object_location,
+        content_type=content_type_of(req),
+        user_metadata=metadata_of(req),
+        retention=retention,
+        legal_hold=legal_hold,
+    )
+    root = xml.document("InitiateMultipartUploadResult")
+    xml.add_all(
+        root, [("Bucket", req.bucket), ("Key", req.key), ("UploadId", pending.stream_id.hex)]
+    )
+    return xml.response(root)
+
+
+@operation("PUT", "object", "partNumber", "UploadPart", "write")
+async def upload_part(req: S3Request) -> Response:
+    number = _part_number(req)
+    upload = _upload_id(req)
+    await req.run(get_upload, req.db, req.object_location, upload)
+    if req.header("x-amz-copy-source"):
+        req.context.operation = "UploadPartCopy"
+        return await _upload_part_copy(req, upload, number)
+    data = req.services.data
+    writer = data.writer()
+    try:
+        received = await receive(req, writer.write)
+        path = _part_file(data, upload, number, received.etag)
+        await req.run(writer.place, path)
+    except BaseException:
+        writer.abort()
+        raise
+    await _settle_part(req, upload, path)
+    return Response(
+        status_code=200, headers={"etag": quoted(received.etag), **checksum_headers(received)}
+    )
+
+
+async def _upload_part_copy(req: S3Request, upload: uuid.UUID, number: int) -> Response:
+    data = req.services.data
+    obj, writer = await copy_part_data(req, data)
+    try:
+        path = _part_file(data, upload, number, writer.md5.hex())
+        await req.run(writer.place, path)
+    except BaseException:
+        writer.abort()
+        raise
+    await _settle_part(req, upload, path)
+    root = xml.document("CopyPartResult")
+    xml.add(root, "LastModified", datetime.fromtimestamp(path.stat().st_mtime, UTC))
+    xml.add(root, "ETag", quoted(writer.md5.hex()))
+    return xml.response(root, headers=source_headers(obj))
+
+
+def _requested_parts(body: bytes) -> list[tuple[int, str]]:
+    """(number, ETag) of the parts a CompleteMultipartUpload names, in strictly ascending
+    order (else `InvalidPartOrder`)."""
+    root = xml.parse(body, root="CompleteMultipartUpload")
+    parts: list[tuple[int, str]] = []
+    for element in root.findall("Part"):
+        number, etag = xml.text(element, "PartNumber", ""), xml.text(element, "ETag", "")
+        if not number or not number.isascii() or not number.isdigit() or not etag:
+            raise S3Error("MalformedXML", "each Part needs a PartNumber and an ETag")
+        if parts and int(number) <= parts[-1][0]:
+            raise S3Error(
+                "InvalidPartOrder", "the list of parts was not in ascending order by part number"
+            )
+        parts.append((int(number), etag.strip('"').lower()))
+    if not parts:
+        raise S3Error("MalformedXML", "a CompleteMultipartUpload must name at least one part")
+    return parts
+
+
+def _chosen_parts(wanted: list[tuple[int, str]], stored: dict[int, Part]) -> list[Part]:
+    chosen: list[Part] = []
+    for number, etag in wanted:
+        part = stored.get(number)
+        if part is None or part.etag != etag:
+            raise _invalid_part(number)
+        chosen.append(part)
+    for part in chosen[:-1]:
+        if part.size < MIN_PART_SIZE:
+            raise S3Error(
+                "EntityTooSmall",
+                f"part {part.number} is {part.size} bytes: every part but the last must be "
+                f"at least {MIN_PART_SIZE}",
+                extra={"ProposedSize": str(part.size), "MinSizeAllowed": str(MIN_PART_SIZE)},
+            )
+    return chosen
+
+
+def _invalid_part(number: int) -> S3Error:
+    return S3Error(
+        "InvalidPart",
+        f"part {number} could not be found: it was not uploaded, or its entity tag does not "
+        "match the one given",
+    )
+
+
+def multipart_etag(parts: list[Part]) -> str:
+    """S3's ETag of a multipart object: the MD5 of the parts' binary MD5s, `-` part count."""
+    digest = hashlib.md5(b"".join(bytes.fromhex(p.etag) for p in parts), usedforsecurity=False)
+    return f"{digest.hexdigest()}-{len(parts)}"
+
+
+def _lock(data: ObjectData, upload: uuid.UUID) -> IO[bytes] | None:
+    """Hold the upload's complete lock (waiting for another complete); None when it has no
+    parts directory (no part was uploaded, or it was completed or aborted)."""
+    try:
+        file = (data.part_path(upload, 1).parent / LOCK_NAME).open("ab")
+    except FileNotFoundError:
+        return None
+    fcntl.flock(file.fileno(), fcntl.LOCK_EX)
+    return file
+
+
+@operation("POST", "object", "uploadId", "CompleteMultipartUpload", "write")
+async def complete(req: S3Request) -> Response:
+    upload, loc, data = _upload_id(req), req.object_location, req.services.data
+    await req.run(get_upload, req.db, loc, upload)
+    wanted = _requested_parts(await read_document(req, xml.MAX_XML_BYTES))
+    lock = await req.run(_lock, data, upload)
+    if lock is None:
+        await req.run(get_upload, req.db, loc, upload)
+        raise _invalid_part(wanted[0][0])
+    try:
+        # under the lock: a complete that held it before us has removed the row
+        pending = await req.run(get_upload, req.db, loc, upload)
+        parts = _chosen_parts(wanted, await req.run(stored_parts, data, upload))
+        writer = data.writer()
+        try:
+            await req.run(data.concatenate, [p.path for p in parts], writer)
+            await req.run(writer.place, data.path_of(upload))
+        except FileNotFoundError:  # a part was replaced, or the upload aborted, meanwhile
+            writer.abort()
+            await req.run(get_upload, req.db, loc, upload)
+            raise _invalid_part(wanted[0][0]) from None
+        except BaseException:
+            writer.abort()
+            raise
+        etag = multipart_etag(parts)
+        try:
+            result = await req.run(
+                commit_object,
+                req.db,
+                pending,
+                size=writer.size,
+                etag=etag,
+                content_type=pending.content_type,
+                user_metadata=pending.user_metadata,
+                retention=pending.retention,
+                legal_hold=pending.legal_hold,
+                tag=req.context.tag("complete-multipart-upload", etag=etag),
+            )
+        except MetabaseError:  # aborted meanwhile: nothing names the file
+            await req.run(data.remove, [upload])
+            raise
+        await req.run(data.remove_parts, upload)
+    finally:
+        lock.close()  # releases the lock
+    free(req, result.removed)
+    root = xml.document("CompleteMultipartUploadResult")
+    location = str(req.http.base_url) + quote(f"{req.bucket}/{req.key}", safe="/")
+    xml.add_all(
+        root,
+        [("Location", location), ("Bucket", req.bucket), ("Key", req.key), ("ETag", quoted(etag))],
+    )
+    return xml.response(root, headers=version_headers(result.object))
+
+
+@operation("DELETE", "object", "uploadId", "AbortMultipartUpload", "write")
+async def abort(req: S3Request) -> Response:
+    upload = _upload_id(req)
+    await req.run(abort_upload, req.db, req.object_location, upload)
+    await req.run(req.services.data.remove_parts, upload)
+    return Response(status_code=204)
+
+
+@operation("GET", "object", "uploadId", "ListParts", "list")
+async def list_parts(req: S3Request) -> Response:
+    upload = _upload_id(req)
+    await req.run(get_upload, req.db, req.object_location, upload)
+    max_parts = _number(req, "max-parts", MAX_LISTED, most=MAX_LISTED)
+    marker = _number(req, "part-number-marker", 0)
+    stored = await req.run(stored_parts, req.services.data, upload)
+    after = sorted((p for p in stored.values() if p.number > marker), key=lambda p: p.number)
+    shown = after[:max_parts]
+    root = xml.document("ListPartsResult")
+    xml.add_all(root, [("Bucket", req.bucket), ("Key", req.key), ("UploadId", upload.hex)])
+    xml.add(root, "PartNumberMarker", marker)
+    if shown:
+        xml.add(root, "NextPartNumberMarker", shown[-1].number)
+    xml.add(root, "MaxParts", max_parts)
+    xml.add(root, "IsTruncated", len(after) > len(shown))
+    for part in shown:
+        entry = xml.add(root, "Part")
+        xml.add_all(
+            entry,
+            [
+                ("PartNumber", part.number),
+                ("LastModified", datetime.fromtimestamp(part.modified_ns / 1e9, UTC)),
+                ("ETag", quoted(part.etag)),
+                ("Size", part.size),
+            ],
+        )
+    _owner(req, root)
+    xml.add(root, "StorageClass", "STANDARD")
+    return xml.response(root)
+
+
+@operation("GET", "bucket", "uploads", "ListMultipartUploads", "list")
+async def list_multipart_uploads(req: S3Request) -> Response:
+    query = req.query
+    prefix, delimiter = query.get("prefix", ""), query.get("delimiter", "")
+    key_marker, upload_id_marker = query.get("key-marker", ""), query.get("upload-id-marker", "")
+    encoding = query.get("encoding-type", "")
+    if encoding not in ("", "url"):
+        raise S3Error("InvalidArgument", f"invalid encoding-type {encoding!r}: only url")
+    authorize(req, "list", key=prefix)
+    max_uploads = _number(req, "max-uploads", MAX_LISTED, most=MAX_LISTED)
+    upload_marker = None
+    if key_marker and upload_id_marker:
+        try:
+            upload_marker = uuid.UUID(hex=upload_id_marker)
+        except ValueError:
+            raise S3Error("InvalidArgument", "upload-id-marker is not an upload ID") from None
+    found = await req.run(
+        list_uploads,
+        req.db,
+        req.bucket_location,
+        prefix=prefix,
+        delimiter=delimiter,
+        key_marker=key_marker,
+        upload_marker=upload_marker,
+        max_uploads=max_uploads,
+    )
+
+    def key(value: str) -> str:
+        return encode_key(value) if encoding else value
+
+    root = xml.document("ListMultipartUploadsResult")
+    xml.add(root, "Bucket", req.bucket)
+    xml.add(root, "KeyMarker", key(key_marker))
+    xml.add(root, "UploadIdMarker", upload_id_marker if upload_marker else "")
+    if found.is_truncated:
+        xml.add(root, "NextKeyMarker", key(found.next_key_marker))
+        upload = found.next_upload_marker
+        xml.add(root, "NextUploadIdMarker", upload.hex if upload else "")
+    if delimiter:
+        xml.add(root, "Delimiter", key(delimiter))
+    xml.add(root, "Prefix", key(prefix))
+    xml.add(root, "MaxUploads", max_uploads)
+    xml.add(root, "IsTruncated", found.is_truncated)
+    if encoding:
+        xml.add(root, "EncodingType", encoding)
+    for pending in found.uploads:
+        entry = xml.add(root, "Upload")
+        xml.add(entry, "Key", key(pending.object_key))
+        xml.add(entry, "UploadId", pending.stream_id.hex)
+        _owner(req, entry)
+        xml.add(entry, "StorageClass", "STANDARD")
+        xml.add(entry, "Initiated", pending.created_at)
+    for common in found.common_prefixes:
+        xml.add(xml.add(root, "CommonPrefixes"), "Prefix", key(common))
+    return xml.response(root)

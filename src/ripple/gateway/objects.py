@@ -1,0 +1,136 @@
+"""Object writes and deletes on the wire: PutObject and DeleteObject.
+
+PutObject streams the body into a temporary file (or memory, for objects small enough to
+live in their metabase row), checks every digest the client sent, moves the file under its
+new stream id, then commits the version in one metabase transaction. The data of versions
+the commit replaced, and of versions a delete removed, is removed only after the commit.
+"""
+
+from __future__ import annotations
+
+from starlette.responses import Response
+
+from ripple.gateway.app import operation
+from ripple.gateway.body import Received, receive
+from ripple.gateway.headers import content_type_of, lock_of, metadata_of, quoted, version_headers
+from ripple.gateway.request import S3Request
+from ripple.metabase import Object, delete_object, delete_object_version
+from ripple.metabase.errors import MetabaseError
+from ripple.metabase.put_object import put_object
+from ripple.metabase.rows import new_stream_id
+
+
+def free(req: S3Request, removed: list[Object]) -> None:
+    """Remove the data of versions a committed transaction deleted."""
+    req.services.data.remove(o.stream_id for o in removed)
+
+
+def _expected_size(req: S3Request) -> int | None:
+    for header in ("x-amz-decoded-content-length", "content-length"):
+        value = req.header(header)
+        if value.isdigit():
+            return int(value)
+    return None
+
+
+def checksum_headers(received: Received) -> dict[str, str]:
+    return dict(received.checksums)
+
+
+@operation("PUT", "object", "", "PutObject", "write")
+async def put(req: S3Request) -> Response:
+    loc = req.object_location
+    metadata = metadata_of(req)
+    retention, legal_hold = lock_of(req)
+    content_type = content_type_of(req)
+    stream_id = new_stream_id()
+    expected = _expected_size(req)
+    tag = req.context.tag("put")
+    if expected is not None and expected <= req.services.inline_limit:
+        parts: list[bytes] = []
+        received = await receive(req, parts.append)
+        result = await req.run(
+            put_object,
+            req.db,
+            loc,
+            stream_id=stream_id,
+            size=received.size,
+            etag=received.etag,
+            content_type=content_type,
+            user_metadata=metadata,
+            retention=retention,
+            legal_hold=legal_hold,
+            inline_data=b"".join(parts),
+            tag=tag,
+        )
+    else:
+        data = req.services.data
+        writer = data.writer()
+        try:
+            received = await receive(req, writer.write)
+            await req.run(writer.place, data.path_of(stream_id))
+        except BaseException:
+            writer.abort()
+            raise
+        try:
+            result = await req.run(
+                put_object,
+                req.db,
+                loc,
+                stream_id=stream_id,
+                size=received.size,
+                etag=received.etag,
+                content_type=content_type,
+                user_metadata=metadata,
+                retention=retention,
+                legal_hold=legal_hold,
+                tag=tag,
+            )
+        except MetabaseError:  # not committed: nothing names the data
+            data.remove([stream_id])
+            raise
+    free(req, result.removed)
+    headers = {
+        "etag": quoted(result.object.etag),
+        **version_headers(result.object),
+        **checksum_headers(received),
+    }
+    return Response(status_code=200, headers=headers)
+
+
+@operation("DELETE", "object", "", "DeleteObject", "delete")
+async def delete(req: S3Request) -> Response:
+    req.services.deletes.take(str(req.project_id))
+    assert req.access_key is not None
+    bypass = req.header("x-amz-bypass-governance-retention").lower() == "true"
+    allowed = req.access_key.allow_bypass_governance
+    version_id = req.version_id()
+    tag = req.context.tag("delete")
+    headers: dict[str, str] = {}
+    if version_id is None:
+        result = await req.run(
+            delete_object,
+            req.db,
+            req.object_location,
+            bypass_governance=bypass,
+            can_bypass_governance=allowed,
+            tag=tag,
+        )
+        if result.marker is not None:
+            headers["x-amz-delete-marker"] = "true"
+            headers["x-amz-version-id"] = result.marker.version_id
+    else:
+        result = await req.run(
+            delete_object_version,
+            req.db,
+            req.object_location,
+            version_id,
+            bypass_governance=bypass,
+            can_bypass_governance=allowed,
+            tag=tag,
+        )
+        headers["x-amz-version-id"] = version_id
+        if any(o.is_delete_marker for o in result.removed):
+            headers["x-amz-delete-marker"] = "true"
+    free(req, result.removed)
+    return Response(status_code=204, headers=headers)

@@ -1,0 +1,151 @@
+"""One S3 request as the operation handlers see it: the bucket and key it addresses
+(path-style or virtual-hosted-style), its query, headers, who signed it, and the services
+(metabase, object data, keyring, rate limits) of the gateway serving it."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+from typing import TYPE_CHECKING, TypeVar
+from urllib.parse import parse_qsl, unquote
+
+from starlette.concurrency import run_in_threadpool
+from starlette.requests import Request
+
+from ripple.gateway.context import RequestContext
+from ripple.gateway.data import ObjectData
+from ripple.gateway.errors import S3Error
+from ripple.gateway.ratelimit import TokenBuckets
+from ripple.metabase import BucketLocation, Metabase, ObjectLocation
+from ripple.metabase.rows import MAX_KEY_BYTES
+
+if TYPE_CHECKING:
+    from ripple.gateway.sigv4 import SignedRequest
+    from ripple.identity import AccessKey, Keyring
+
+T = TypeVar("T")
+
+INLINE_LIMIT = 1024  # objects up to this size are stored in their metabase row
+
+
+@dataclass
+class Services:
+    """What every request of one gateway shares."""
+
+    db: Metabase
+    data: ObjectData
+    keyring: Keyring
+    deletes: TokenBuckets
+    region: str = "us-east-1"
+    domain: str = ""  # virtual-hosted-style: BUCKET.<domain>
+    data_dir: Path = Path(".ripple")
+    inline_limit: int = INLINE_LIMIT
+    now: Callable[[], datetime] = field(default=datetime.now)
+
+
+def address_of(raw_path: str, host: str, domain: str) -> tuple[str | None, str | None]:
+    """(bucket, key) a request addresses; None for a level it does not reach.
+
+    Virtual-hosted-style when the Host is a subdomain of the configured domain; path-style
+    otherwise. The key is the rest of the path, percent-decoded exactly once.
+    """
+    host = host.rsplit(":", 1)[0] if host.count(":") == 1 else host
+    bucket: str | None = None
+    path = raw_path
+    if domain and host.endswith("." + domain):
+        bucket = host[: -len(domain) - 1]
+        rest = path[1:] if path.startswith("/") else path
+    else:
+        rest = path[1:] if path.startswith("/") else path
+        if not rest:
+            return None, None
+        first, _, rest = rest.partition("/")
+        bucket = unquote(first)
+        if not bucket:
+            return None, None
+    if not rest:
+        return bucket, None
+    key = unquote(rest, errors="strict")
+    if len(key.encode("utf-8", "surrogatepass")) > MAX_KEY_BYTES:
+        raise S3Error(
+            "KeyTooLongError", f"your key is too long: the limit is {MAX_KEY_BYTES} bytes"
+        )
+    return bucket, key
+
+
+def raw_query(http: Request) -> str:
+    """The query string as sent. Not `http.url.query`: Starlette rebuilds that URL from the
+    decoded path, so a key holding `%3F` would lose its tail to the query."""
+    return bytes(http.scope.get("query_string", b"")).decode("latin-1")
+
+
+@dataclass
+class S3Request:
+    http: Request
+    services: Services
+    context: RequestContext
+    bucket: str | None
+    key: str | None
+    query: dict[str, str]
+    access_key: AccessKey | None = None
+    signed: SignedRequest | None = None
+
+    @classmethod
+    def of(cls, http: Request, services: Services, context: RequestContext) -> S3Request:
+        raw_path = http.scope.get("raw_path", b"").decode("latin-1").split("?", 1)[0]
+        if not raw_path:
+            raw_path = http.url.path
+        bucket, key = address_of(raw_path, http.headers.get("host", ""), services.domain)
+        query = dict(parse_qsl(raw_query(http), keep_blank_values=True))
+        return cls(http, services, context, bucket, key, query)
+
+    # --- what handlers ask ---------------------------------------------------------------
+
+    @property
+    def method(self) -> str:
+        return self.http.method
+
+    @property
+    def headers(self) -> dict[str, str]:
+        return {k.lower(): v for k, v in self.http.headers.items()}
+
+    def header(self, name: str, default: str = "") -> str:
+        return self.http.headers.get(name, default)
+
+    @property
+    def db(self) -> Metabase:
+        return self.services.db
+
+    @property
+    def project_id(self) -> uuid.UUID:
+        assert self.access_key is not None, "authenticated requests only"
+        return self.access_key.project_id
+
+    @property
+    def bucket_location(self) -> BucketLocation:
+        if self.bucket is None:
+            raise S3Error("InvalidRequest", "this operation needs a bucket in the path or host")
+        return BucketLocation(self.project_id, self.bucket)
+
+    @property
+    def object_location(self) -> ObjectLocation:
+        if self.key is None:
+            raise S3Error("InvalidRequest", "this operation needs an object key")
+        return ObjectLocation(self.project_id, self.bucket_location.bucket_name, self.key)
+
+    @property
+    def resource(self) -> str:
+        if self.bucket is None:
+            return "/"
+        return f"/{self.bucket}" + (f"/{self.key}" if self.key is not None else "")
+
+    def version_id(self) -> str | None:
+        value = self.query.get("versionId")
+        return value if value else None
+
+    async def run(self, fn: Callable[..., T], *args: object, **kwargs: object) -> T:
+        """Call a blocking function (a metabase operation, file I/O) off the event loop."""
+        return await run_in_threadpool(fn, *args, **kwargs)

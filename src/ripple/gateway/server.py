@@ -1,0 +1,103 @@
+"""Running the gateway: its services built from settings, and a uvicorn server on the
+configured address, in the foreground (`ripple serve`) or on a thread beside the pipeline
+(`ripple up`)."""
+
+from __future__ import annotations
+
+import socket
+import threading
+from pathlib import Path
+
+import uvicorn
+
+from ripple.config import Settings
+from ripple.gateway.app import create_app
+from ripple.gateway.data import ObjectData
+from ripple.gateway.ratelimit import TokenBuckets
+from ripple.gateway.request import Services
+from ripple.identity import Keyring
+from ripple.metabase import Metabase
+
+
+class GatewayError(Exception):
+    """The gateway cannot start: a bad address, or the port is taken."""
+
+
+def parse_address(address: str) -> tuple[str, int]:
+    host, sep, port = address.rpartition(":")
+    if not sep or not port.isdigit() or not 0 <= int(port) <= 65535:
+        raise GatewayError(f"s3.address {address!r} must be HOST:PORT, e.g. 127.0.0.1:9000")
+    return host or "127.0.0.1", int(port)
+
+
+def build_services(settings: Settings, db: Metabase) -> Services:
+    data_dir = Path(settings.data_dir)
+    return Services(
+        db=db,
+        data=ObjectData(data_dir / "objects"),
+        keyring=Keyring(db, data_dir),
+        deletes=TokenBuckets(float(settings.delete_rate), float(settings.delete_burst)),
+        region=settings.region or "us-east-1",
+        domain=settings.s3_domain,
+        data_dir=data_dir,
+    )
+
+
+def bind(address: str) -> socket.socket:
+    """A listening socket on `address` (port 0: any free port), or `GatewayError`."""
+    host, port = parse_address(address)
+    sock = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind((host, port))
+    except OSError as e:
+        sock.close()
+        raise GatewayError(
+            f"cannot listen on {address}: {e.strerror}; set s3.address (RIPPLE_S3_ADDRESS) "
+            "to a free HOST:PORT"
+        ) from e
+    sock.listen(1024)
+    return sock
+
+
+class Gateway:
+    """A uvicorn server for the gateway app on an already bound socket."""
+
+    def __init__(self, services: Services, sock: socket.socket) -> None:
+        self.services = services
+        self.socket = sock
+        host, port = sock.getsockname()[:2]
+        self.url = f"http://[{host}]:{port}" if ":" in host else f"http://{host}:{port}"
+        config = uvicorn.Config(
+            create_app(services),
+            log_level="warning",
+            access_log=False,
+            lifespan="off",
+            timeout_graceful_shutdown=5,
+        )
+        self.server = uvicorn.Server(config)
+        self._thread: threading.Thread | None = None
+
+    def run(self) -> None:
+        """Serve until SIGINT or SIGTERM (uvicorn's handlers, on the main thread)."""
+        self.server.run(sockets=[self.socket])
+
+    def start(self) -> None:
+        """Serve on a thread; `stop` ends it."""
+        self._thread = threading.Thread(
+            target=self.server.run,
+            kwargs={"sockets": [self.socket]},
+            name="s3-gateway",
+            daemon=True,
+        )
+        self._thread.start()
+
+    @property
+    def started(self) -> bool:
+        return self.server.started
+
+    def stop(self, timeout: float = 10.0) -> None:
+        self.server.should_exit = True
+        if self._thread is not None:
+            self._thread.join(timeout)
+        self.socket.close()

@@ -1,0 +1,102 @@
+"""S3's XML on the wire: parsing request documents safely, rendering responses.
+
+Requests are parsed with defusedxml (no entities, no DTDs, no external references) after a
+size check, and namespaces are dropped so `<Delete xmlns="…">` and `<Delete>` read alike.
+Responses are built as ElementTree elements in S3's 2006-03-01 namespace.
+"""
+
+from __future__ import annotations
+
+import xml.etree.ElementTree as ET
+from collections.abc import Iterable
+from datetime import UTC, datetime
+from typing import Any
+
+import defusedxml.ElementTree as SafeET
+from defusedxml import DefusedXmlException
+from starlette.responses import Response
+
+from ripple.gateway.errors import S3Error
+
+S3_NAMESPACE = "http://s3.amazonaws.com/doc/2006-03-01/"
+MAX_XML_BYTES = 2 * 1024 * 1024  # a DeleteObjects of 1000 keys of 1024 bytes fits
+
+
+def parse(body: bytes, *, root: str, limit: int = MAX_XML_BYTES) -> ET.Element:
+    """The document's root element, which must be named `root`; `MalformedXML` otherwise."""
+    if len(body) > limit:
+        raise S3Error(
+            "MalformedXML", f"the XML document is {len(body)} bytes; the limit is {limit}"
+        )
+    if not body.strip():
+        raise S3Error("MalformedXML", f"the request body is empty; send a <{root}> document")
+    try:
+        element = SafeET.fromstring(body)
+    except (ET.ParseError, DefusedXmlException, ValueError) as e:
+        raise S3Error(
+            "MalformedXML",
+            f"the XML you provided was not well-formed or did not validate: {e}",
+        ) from e
+    _strip_namespaces(element)
+    if element.tag != root:
+        raise S3Error("MalformedXML", f"expected a <{root}> document, got <{element.tag}>")
+    return element
+
+
+def _strip_namespaces(element: ET.Element) -> None:
+    for node in element.iter():
+        if isinstance(node.tag, str) and node.tag.startswith("{"):
+            node.tag = node.tag.split("}", 1)[1]
+
+
+def text(element: ET.Element, path: str, default: str | None = None) -> str | None:
+    """The stripped text of the child at `path`, or `default` when it is absent."""
+    child = element.find(path)
+    if child is None:
+        return default
+    return (child.text or "").strip()
+
+
+def document(tag: str, *, namespace: bool = True) -> ET.Element:
+    element = ET.Element(tag)
+    if namespace:
+        element.set("xmlns", S3_NAMESPACE)
+    return element
+
+
+def add(parent: ET.Element, tag: str, value: Any = None) -> ET.Element:
+    """Append `<tag>value</tag>` (booleans as true/false, datetimes as S3 timestamps)."""
+    child = ET.SubElement(parent, tag)
+    if value is not None:
+        child.text = _text_of(value)
+    return child
+
+
+def add_all(parent: ET.Element, members: Iterable[tuple[str, Any]]) -> None:
+    for tag, value in members:
+        if value is not None:
+            add(parent, tag, value)
+
+
+def _text_of(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, datetime):
+        return timestamp(value)
+    return str(value)
+
+
+def timestamp(when: datetime) -> str:
+    """ISO 8601 with milliseconds, as S3 writes times in XML: 2026-11-21T10:00:00.000Z."""
+    return when.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.") + f"{when.microsecond // 1000:03d}Z"
+
+
+def render(element: ET.Element) -> bytes:
+    body: bytes = ET.tostring(element, encoding="utf-8")
+    return b'<?xml version="1.0" encoding="UTF-8"?>\n' + body
+
+
+def response(
+    element: ET.Element, status: int = 200, headers: dict[str, str] | None = None
+) -> Response:
+    return Response(render(element), status, headers=headers, media_type="application/xml")

@@ -1,0 +1,162 @@
+"""Bucket operations through boto3 against a live gateway: create (with object lock), head,
+list, location, delete (only empty), versioning, object-lock configuration, name rules."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from botocore.exceptions import ClientError
+
+from ripple.identity import create_key, create_user
+
+
+def code_of(error: pytest.ExceptionInfo[ClientError]) -> str:
+    return str(error.value.response["Error"]["Code"])
+
+
+def status_of(error: pytest.ExceptionInfo[ClientError]) -> int:
+    return int(error.value.response["ResponseMetadata"]["HTTPStatusCode"])
+
+
+def test_create_list_head_delete(s3: Any) -> None:
+    s3.create_bucket(Bucket="photos")
+    s3.create_bucket(Bucket="docs")
+    listed = s3.list_buckets()
+    assert [b["Name"] for b in listed["Buckets"]] == ["docs", "photos"]
+    assert listed["Owner"]["DisplayName"] == "alice"
+    head = s3.head_bucket(Bucket="photos")
+    assert head["ResponseMetadata"]["HTTPHeaders"]["x-amz-bucket-region"] == "us-east-1"
+    s3.delete_bucket(Bucket="docs")
+    assert [b["Name"] for b in s3.list_buckets()["Buckets"]] == ["photos"]
+    with pytest.raises(ClientError) as e:
+        s3.head_bucket(Bucket="docs")
+    assert status_of(e) == 404
+
+
+def test_create_twice_and_taken_names(s3: Any, gateway: Any) -> None:
+    s3.create_bucket(Bucket="photos")
+    with pytest.raises(ClientError) as e:
+        s3.create_bucket(Bucket="photos")
+    assert code_of(e) == "BucketAlreadyOwnedByYou"
+    assert status_of(e) == 409
+    _, bob, secret = create_user(gateway.services.db, gateway.data_dir, "bob")
+    with pytest.raises(ClientError) as e:
+        gateway.client(bob.access_key_id, secret).create_bucket(Bucket="photos")
+    assert code_of(e) == "BucketAlreadyExists"
+    # bob cannot see alice's bucket
+    assert gateway.client(bob.access_key_id, secret).list_buckets()["Buckets"] == []
+
+
+@pytest.mark.parametrize("name", ["ab", "UPPER", "has_underscore", "192.168.1.1", "a..b", "-x-y"])
+def test_invalid_bucket_names(s3: Any, name: str) -> None:
+    with pytest.raises(ClientError) as e:
+        s3.create_bucket(Bucket=name)
+    assert code_of(e) == "InvalidBucketName"
+    assert s3.list_buckets()["Buckets"] == []
+
+
+def test_delete_only_empty(s3: Any) -> None:
+    s3.create_bucket(Bucket="photos")
+    s3.put_object(Bucket="photos", Key="a", Body=b"1")
+    with pytest.raises(ClientError) as e:
+        s3.delete_bucket(Bucket="photos")
+    assert code_of(e) == "BucketNotEmpty"
+    assert status_of(e) == 409
+    s3.delete_object(Bucket="photos", Key="a")
+    s3.delete_bucket(Bucket="photos")
+    with pytest.raises(ClientError) as e:
+        s3.delete_bucket(Bucket="photos")
+    assert code_of(e) == "NoSuchBucket"
+
+
+def test_location(s3: Any) -> None:
+    s3.create_bucket(Bucket="photos")
+    assert s3.get_bucket_location(Bucket="photos")["LocationConstraint"] is None
+    with pytest.raises(ClientError) as e:
+        s3.get_bucket_location(Bucket="nothing-here")
+    assert code_of(e) == "NoSuchBucket"
+
+
+def test_create_in_another_region_is_refused(s3: Any) -> None:
+    with pytest.raises(ClientError) as e:
+        s3.create_bucket(
+            Bucket="photos", CreateBucketConfiguration={"LocationConstraint": "eu-west-1"}
+        )
+    assert code_of(e) == "InvalidLocationConstraint"
+    assert s3.list_buckets()["Buckets"] == []
+
+
+def test_versioning(s3: Any) -> None:
+    s3.create_bucket(Bucket="photos")
+    assert "Status" not in s3.get_bucket_versioning(Bucket="photos")
+    s3.put_bucket_versioning(Bucket="photos", VersioningConfiguration={"Status": "Enabled"})
+    assert s3.get_bucket_versioning(Bucket="photos")["Status"] == "Enabled"
+    first = s3.put_object(Bucket="photos", Key="k", Body=b"1")["VersionId"]
+    second = s3.put_object(Bucket="photos", Key="k", Body=b"2")["VersionId"]
+    assert first != second
+    assert "null" not in (first, second)
+    got = s3.get_object(Bucket="photos", Key="k", VersionId=first)
+    assert got["Body"].read() == b"1"
+    s3.put_bucket_versioning(Bucket="photos", VersioningConfiguration={"Status": "Suspended"})
+    assert s3.get_bucket_versioning(Bucket="photos")["Status"] == "Suspended"
+
+
+def test_versioning_bad_document(s3: Any, gateway: Any) -> None:
+    s3.create_bucket(Bucket="photos")
+    with pytest.raises(ClientError) as e:
+        s3.put_bucket_versioning(Bucket="photos", VersioningConfiguration={"Status": "On"})
+    assert code_of(e) == "MalformedXML"
+    assert "Status" not in s3.get_bucket_versioning(Bucket="photos")
+
+
+def test_object_lock_configuration(s3: Any) -> None:
+    s3.create_bucket(Bucket="vault", ObjectLockEnabledForBucket=True)
+    # object lock turns versioning on
+    assert s3.get_bucket_versioning(Bucket="vault")["Status"] == "Enabled"
+    config = s3.get_object_lock_configuration(Bucket="vault")["ObjectLockConfiguration"]
+    assert config == {"ObjectLockEnabled": "Enabled"}
+    s3.put_object_lock_configuration(
+        Bucket="vault",
+        ObjectLockConfiguration={
+            "ObjectLockEnabled": "Enabled",
+            "Rule": {"DefaultRetention": {"Mode": "GOVERNANCE", "Days": 3}},
+        },
+    )
+    config = s3.get_object_lock_configuration(Bucket="vault")["ObjectLockConfiguration"]
+    assert config["Rule"]["DefaultRetention"] == {"Mode": "GOVERNANCE", "Days": 3}
+    head = s3.put_object(Bucket="vault", Key="k", Body=b"x")
+    assert head["VersionId"]
+    retained = s3.head_object(Bucket="vault", Key="k")
+    assert retained["ObjectLockMode"] == "GOVERNANCE"
+    with pytest.raises(ClientError) as e:
+        s3.put_bucket_versioning(Bucket="vault", VersioningConfiguration={"Status": "Suspended"})
+    assert code_of(e) == "InvalidBucketState"
+
+
+def test_object_lock_needs_a_lock_bucket(s3: Any) -> None:
+    s3.create_bucket(Bucket="plain")
+    with pytest.raises(ClientError) as e:
+        s3.get_object_lock_configuration(Bucket="plain")
+    assert code_of(e) == "ObjectLockConfigurationNotFoundError"
+    with pytest.raises(ClientError) as e:
+        s3.put_object_lock_configuration(
+            Bucket="plain",
+            ObjectLockConfiguration={
+                "ObjectLockEnabled": "Enabled",
+                "Rule": {"DefaultRetention": {"Mode": "GOVERNANCE", "Days": 1}},
+            },
+        )
+    assert code_of(e) == "InvalidRequest"
+
+
+def test_bucket_restricted_key_sees_only_its_bucket(s3: Any, gateway: Any) -> None:
+    s3.create_bucket(Bucket="photos")
+    s3.create_bucket(Bucket="docs")
+    key, secret = create_key(gateway.services.db, gateway.data_dir, "alice", bucket="photos")
+    restricted = gateway.client(key.access_key_id, secret)
+    assert [b["Name"] for b in restricted.list_buckets()["Buckets"]] == ["photos"]
+    with pytest.raises(ClientError) as e:
+        restricted.put_object(Bucket="docs", Key="a", Body=b"1")
+    assert code_of(e) == "AccessDenied"
+    restricted.put_object(Bucket="photos", Key="a", Body=b"1")

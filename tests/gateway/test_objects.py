@@ -1,0 +1,277 @@
+"""PutObject, GetObject, HeadObject and DeleteObject through boto3 against a live gateway:
+data round trips (inline and file-backed), metadata, digests, ranges, conditionals,
+response overrides, versions and delete markers, and that refused writes leave nothing."""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import zlib
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+from botocore.exceptions import ClientError
+
+from tests.gateway.test_buckets import code_of, status_of
+
+KEYS = ["plain.txt", "a b/c d.txt", "plus+and%percent", "ünïcödé/日本", "~tilde/!$&'()*,;=:@"]
+
+
+def data_files(root: Path) -> list[Path]:
+    """Committed data files (not temporaries or parts)."""
+    objects = root / "objects"
+    return [p for p in objects.rglob("*") if p.is_file() and p.parts[-4] == "objects"]
+
+
+@pytest.mark.parametrize("size", [0, 5, 1024, 1025, 300_000])
+def test_round_trip_sizes(s3: Any, gateway: Any, size: int) -> None:
+    s3.create_bucket(Bucket="bkt")
+    body = bytes(range(256)) * (size // 256) + bytes(size % 256)
+    put = s3.put_object(Bucket="bkt", Key="k", Body=body)
+    assert put["ETag"] == f'"{hashlib.md5(body).hexdigest()}"'
+    got = s3.get_object(Bucket="bkt", Key="k")
+    assert got["Body"].read() == body
+    assert got["ContentLength"] == size
+    # bigger than the inline limit: one data file holds it
+    assert len(data_files(gateway.data_dir)) == (1 if size > 1024 else 0)
+
+
+@pytest.mark.parametrize("key", KEYS)
+def test_awkward_keys(s3: Any, key: str) -> None:
+    s3.create_bucket(Bucket="bkt")
+    s3.put_object(Bucket="bkt", Key=key, Body=key.encode())
+    assert s3.get_object(Bucket="bkt", Key=key)["Body"].read() == key.encode()
+    s3.delete_object(Bucket="bkt", Key=key)
+    with pytest.raises(ClientError) as e:
+        s3.head_object(Bucket="bkt", Key=key)
+    assert status_of(e) == 404
+
+
+def test_key_too_long(s3: Any) -> None:
+    s3.create_bucket(Bucket="bkt")
+    with pytest.raises(ClientError) as e:
+        s3.put_object(Bucket="bkt", Key="k" * 1025, Body=b"x")
+    assert code_of(e) == "KeyTooLongError"
+    s3.put_object(Bucket="bkt", Key="k" * 1024, Body=b"x")
+
+
+def test_metadata_and_stored_headers(s3: Any) -> None:
+    s3.create_bucket(Bucket="bkt")
+    s3.put_object(
+        Bucket="bkt",
+        Key="k",
+        Body=b"<p>hi</p>",
+        ContentType="text/html",
+        Metadata={"Color": "red", "mtime": "1700000000"},
+        CacheControl="max-age=60",
+        ContentDisposition='attachment; filename="k.html"',
+        ContentLanguage="en",
+    )
+    head = s3.head_object(Bucket="bkt", Key="k")
+    assert head["ContentType"] == "text/html"
+    assert head["Metadata"] == {"color": "red", "mtime": "1700000000"}
+    assert head["CacheControl"] == "max-age=60"
+    assert head["ContentDisposition"] == 'attachment; filename="k.html"'
+    assert head["ContentLanguage"] == "en"
+    assert head["ContentLength"] == 9
+    assert head["AcceptRanges"] == "bytes"
+    assert abs(head["LastModified"] - datetime.now(UTC)) < timedelta(minutes=1)
+
+
+def test_content_md5(s3: Any, gateway: Any) -> None:
+    s3.create_bucket(Bucket="bkt")
+    body = b"y" * 5000
+    good = base64.b64encode(hashlib.md5(body).digest()).decode()
+    s3.put_object(Bucket="bkt", Key="ok", Body=body, ContentMD5=good)
+    wrong = base64.b64encode(hashlib.md5(b"other").digest()).decode()
+    with pytest.raises(ClientError) as e:
+        s3.put_object(Bucket="bkt", Key="bad", Body=body, ContentMD5=wrong)
+    assert code_of(e) == "BadDigest"
+    with pytest.raises(ClientError) as e:
+        s3.put_object(Bucket="bkt", Key="bad", Body=body, ContentMD5="not-base64!")
+    assert code_of(e) == "InvalidDigest"
+    # nothing was written for the refused uploads: no version, no data, no temporary
+    assert [o["Key"] for o in s3.list_objects_v2(Bucket="bkt").get("Contents", [])] == ["ok"]
+    assert len(data_files(gateway.data_dir)) == 1
+    assert list((gateway.data_dir / "objects" / "tmp").iterdir()) == []
+
+
+def test_default_trailing_checksum_is_verified(s3: Any, gateway: Any) -> None:
+    """Current boto3 sends aws-chunked bodies with a trailing CRC32 by default."""
+    s3.create_bucket(Bucket="bkt")
+    body = b"z" * 70_000
+    put = s3.put_object(Bucket="bkt", Key="k", Body=body)
+    crc = base64.b64encode(zlib.crc32(body).to_bytes(4, "big")).decode()
+    assert put["ChecksumCRC32"] == crc
+    # a checksum header that does not match the body is refused
+    with pytest.raises(ClientError) as e:
+        s3.put_object(Bucket="bkt", Key="k2", Body=body, ChecksumSHA256="A" * 43 + "=")
+    assert code_of(e) == "BadDigest"
+    assert "k2" not in [o["Key"] for o in s3.list_objects_v2(Bucket="bkt").get("Contents", [])]
+
+
+def test_legacy_checksum_settings(gateway: Any) -> None:
+    """boto3 configured as before 2025: no default checksums, a signed or unsigned body."""
+    legacy = gateway.client(
+        request_checksum_calculation="when_required", response_checksum_validation="when_required"
+    )
+    legacy.create_bucket(Bucket="bkt")
+    body = b"legacy" * 1000
+    legacy.put_object(Bucket="bkt", Key="k", Body=body)
+    assert legacy.get_object(Bucket="bkt", Key="k")["Body"].read() == body
+    signed = gateway.client(
+        request_checksum_calculation="when_required", s3={"payload_signing_enabled": True}
+    )
+    signed.put_object(Bucket="bkt", Key="signed", Body=body)
+    assert signed.get_object(Bucket="bkt", Key="signed")["Body"].read() == body
+
+
+@pytest.mark.parametrize(
+    ("header", "expected"),
+    [
+        ("bytes=0-4", b"01234"),
+        ("bytes=5-", b"56789"),
+        ("bytes=-3", b"789"),
+        ("bytes=8-100", b"89"),
+    ],
+)
+def test_ranges(s3: Any, header: str, expected: bytes) -> None:
+    s3.create_bucket(Bucket="bkt")
+    s3.put_object(Bucket="bkt", Key="k", Body=b"0123456789")
+    got = s3.get_object(Bucket="bkt", Key="k", Range=header)
+    assert got["Body"].read() == expected
+    assert got["ResponseMetadata"]["HTTPStatusCode"] == 206
+    assert got["ContentRange"].endswith("/10")
+
+
+def test_range_past_the_end(s3: Any) -> None:
+    s3.create_bucket(Bucket="bkt")
+    s3.put_object(Bucket="bkt", Key="k", Body=b"0123456789")
+    with pytest.raises(ClientError) as e:
+        s3.get_object(Bucket="bkt", Key="k", Range="bytes=10-")
+    assert code_of(e) == "InvalidRange"
+    assert status_of(e) == 416
+
+
+def test_ranges_of_a_file_backed_object(s3: Any) -> None:
+    s3.create_bucket(Bucket="bkt")
+    body = bytes(range(256)) * 4000
+    s3.put_object(Bucket="bkt", Key="k", Body=body)
+    got = s3.get_object(Bucket="bkt", Key="k", Range="bytes=300000-700000")
+    assert got["Body"].read() == body[300000:700001]
+
+
+def test_conditionals(s3: Any) -> None:
+    s3.create_bucket(Bucket="bkt")
+    etag = s3.put_object(Bucket="bkt", Key="k", Body=b"v1")["ETag"]
+    assert s3.get_object(Bucket="bkt", Key="k", IfMatch=etag)["Body"].read() == b"v1"
+    with pytest.raises(ClientError) as e:
+        s3.get_object(Bucket="bkt", Key="k", IfMatch='"0000"')
+    assert status_of(e) == 412
+    with pytest.raises(ClientError) as e:
+        s3.get_object(Bucket="bkt", Key="k", IfNoneMatch=etag)
+    assert status_of(e) == 304
+    future = datetime.now(UTC) + timedelta(hours=1)
+    past = datetime.now(UTC) - timedelta(hours=1)
+    with pytest.raises(ClientError) as e:
+        s3.get_object(Bucket="bkt", Key="k", IfModifiedSince=future)
+    assert status_of(e) == 304
+    assert s3.get_object(Bucket="bkt", Key="k", IfModifiedSince=past)["Body"].read() == b"v1"
+    with pytest.raises(ClientError) as e:
+        s3.get_object(Bucket="bkt", Key="k", IfUnmodifiedSince=past)
+    assert status_of(e) == 412
+    # If-Match that holds wins over If-Unmodified-Since that does not (RFC 7232, as S3)
+    assert s3.get_object(Bucket="bkt", Key="k", IfMatch=etag, IfUnmodifiedSince=past)["Body"]
+
+
+def test_response_header_overrides(s3: Any) -> None:
+    s3.create_bucket(Bucket="bkt")
+    s3.put_object(Bucket="bkt", Key="k", Body=b"x", ContentType="text/plain")
+    got = s3.get_object(
+        Bucket="bkt",
+        Key="k",
+        ResponseContentType="application/json",
+        ResponseContentDisposition="inline",
+        ResponseCacheControl="no-cache",
+    )
+    assert got["ContentType"] == "application/json"
+    assert got["ContentDisposition"] == "inline"
+    assert got["CacheControl"] == "no-cache"
+
+
+def test_overwrite_frees_the_old_data(s3: Any, gateway: Any) -> None:
+    s3.create_bucket(Bucket="bkt")
+    s3.put_object(Bucket="bkt", Key="k", Body=b"a" * 5000)
+    first = data_files(gateway.data_dir)
+    s3.put_object(Bucket="bkt", Key="k", Body=b"b" * 5000)
+    second = data_files(gateway.data_dir)
+    assert len(first) == len(second) == 1
+    assert first != second
+    s3.delete_object(Bucket="bkt", Key="k")
+    assert data_files(gateway.data_dir) == []
+
+
+def test_delete_markers_and_versions(s3: Any, gateway: Any) -> None:
+    s3.create_bucket(Bucket="bkt")
+    s3.put_bucket_versioning(Bucket="bkt", VersioningConfiguration={"Status": "Enabled"})
+    v1 = s3.put_object(Bucket="bkt", Key="k", Body=b"1" * 2000)["VersionId"]
+    deleted = s3.delete_object(Bucket="bkt", Key="k")
+    assert deleted["DeleteMarker"] is True
+    marker = deleted["VersionId"]
+    with pytest.raises(ClientError) as e:
+        s3.get_object(Bucket="bkt", Key="k")
+    assert status_of(e) == 404
+    headers = e.value.response["ResponseMetadata"]["HTTPHeaders"]
+    assert headers["x-amz-delete-marker"] == "true"
+    # the old version is still there, and its data too
+    assert s3.get_object(Bucket="bkt", Key="k", VersionId=v1)["Body"].read() == b"1" * 2000
+    with pytest.raises(ClientError) as e:
+        s3.get_object(Bucket="bkt", Key="k", VersionId=marker)
+    assert status_of(e) == 405
+    # deleting the marker by version brings the object back
+    removed = s3.delete_object(Bucket="bkt", Key="k", VersionId=marker)
+    assert removed["DeleteMarker"] is True
+    assert removed["VersionId"] == marker
+    assert s3.get_object(Bucket="bkt", Key="k")["Body"].read() == b"1" * 2000
+    s3.delete_object(Bucket="bkt", Key="k", VersionId=v1)
+    assert data_files(gateway.data_dir) == []
+    with pytest.raises(ClientError) as e:
+        s3.get_object(Bucket="bkt", Key="k", VersionId="not-a-version")
+    assert code_of(e) == "InvalidArgument"
+
+
+def test_delete_of_a_missing_key_is_not_an_error(s3: Any) -> None:
+    s3.create_bucket(Bucket="bkt")
+    assert s3.delete_object(Bucket="bkt", Key="never")["ResponseMetadata"]["HTTPStatusCode"] == 204
+
+
+def test_unknown_bucket_and_key(s3: Any) -> None:
+    with pytest.raises(ClientError) as e:
+        s3.put_object(Bucket="nothing-here", Key="k", Body=b"x")
+    assert code_of(e) == "NoSuchBucket"
+    s3.create_bucket(Bucket="bkt")
+    with pytest.raises(ClientError) as e:
+        s3.get_object(Bucket="bkt", Key="missing")
+    assert code_of(e) == "NoSuchKey"
+
+
+def test_object_lock_headers_on_put(s3: Any) -> None:
+    s3.create_bucket(Bucket="vault", ObjectLockEnabledForBucket=True)
+    until = (datetime.now(UTC) + timedelta(days=1)).replace(microsecond=0)
+    put = s3.put_object(
+        Bucket="vault",
+        Key="k",
+        Body=b"x",
+        ObjectLockMode="GOVERNANCE",
+        ObjectLockRetainUntilDate=until,
+        ObjectLockLegalHoldStatus="ON",
+    )
+    head = s3.head_object(Bucket="vault", Key="k")
+    assert head["ObjectLockMode"] == "GOVERNANCE"
+    assert head["ObjectLockRetainUntilDate"] == until
+    assert head["ObjectLockLegalHoldStatus"] == "ON"
+    with pytest.raises(ClientError) as e:
+        s3.delete_object(Bucket="vault", Key="k", VersionId=put["VersionId"])
+    assert code_of(e) == "AccessDenied"

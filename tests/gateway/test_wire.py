@@ -1,0 +1,184 @@
+"""The gateway on the wire, below boto3's conveniences: signatures refused, S3 error XML,
+501 for what is not implemented, request ids, presigned URLs, virtual-hosted-style
+addressing, health and metrics, and the request context reaching the change stream."""
+
+from __future__ import annotations
+
+import json
+import uuid
+from typing import Any
+from xml.etree import ElementTree as ET
+
+import httpx
+import pytest
+import sqlalchemy as sa
+from botocore.auth import S3SigV4Auth
+from botocore.awsrequest import AWSRequest
+from botocore.credentials import Credentials
+from botocore.exceptions import ClientError
+
+from ripple.changestream.schema import change_records
+from ripple.gateway.server import Gateway, bind
+from tests.gateway.conftest import wait_for
+from tests.gateway.test_buckets import code_of
+
+
+def error_of(response: httpx.Response) -> dict[str, str]:
+    root = ET.fromstring(response.content)
+    assert root.tag == "Error"
+    return {child.tag: child.text or "" for child in root}
+
+
+def test_anonymous_requests_are_refused(gateway: Any) -> None:
+    response = httpx.get(f"{gateway.url}/")
+    assert response.status_code == 403
+    error = error_of(response)
+    assert error["Code"] == "AccessDenied"
+    assert error["RequestId"] == response.headers["x-amz-request-id"]
+    assert response.headers["x-amz-id-2"]
+
+
+def test_wrong_secret_and_unknown_key(gateway: Any) -> None:
+    with pytest.raises(ClientError) as e:
+        gateway.client(secret="x" * 40).list_buckets()
+    assert code_of(e) == "SignatureDoesNotMatch"
+    with pytest.raises(ClientError) as e:
+        gateway.client(access_key="AKIANOSUCHKEY0000000").list_buckets()
+    assert code_of(e) == "InvalidAccessKeyId"
+
+
+def test_error_xml_names_the_resource(gateway: Any) -> None:
+    s3 = gateway.client(signature_version="s3v4")
+    s3.create_bucket(Bucket="photos")
+    url = s3.generate_presigned_url("get_object", Params={"Bucket": "photos", "Key": "no/such"})
+    response = httpx.get(url)
+    assert response.status_code == 404
+    error = error_of(response)
+    assert error["Code"] == "NoSuchKey"
+    assert error["Resource"] == "/photos/no/such"
+    assert error["Message"]
+
+
+def test_presigned_urls(gateway: Any) -> None:
+    s3 = gateway.client(signature_version="s3v4")
+    s3.create_bucket(Bucket="photos")
+    put = s3.generate_presigned_url(
+        "put_object", Params={"Bucket": "photos", "Key": "a b+c.txt"}, ExpiresIn=60
+    )
+    assert httpx.put(put, content=b"presigned").status_code == 200
+    get = s3.generate_presigned_url("get_object", Params={"Bucket": "photos", "Key": "a b+c.txt"})
+    response = httpx.get(get)
+    assert response.status_code == 200
+    assert response.content == b"presigned"
+    tampered = get.replace("a%20b", "a%20x")
+    assert error_of(httpx.get(tampered))["Code"] == "SignatureDoesNotMatch"
+
+
+def test_signature_version_2_is_refused_clearly(s3: Any) -> None:
+    s3.create_bucket(Bucket="photos")
+    url = s3.generate_presigned_url("get_object", Params={"Bucket": "photos", "Key": "k"})
+    assert "Signature=" in url  # botocore presigns with version 2 unless told otherwise
+    response = httpx.get(url)
+    assert response.status_code in (400, 403)
+    assert "AWS4-HMAC-SHA256" in error_of(response)["Message"]
+
+
+def test_not_implemented_is_501_not_500(s3: Any, gateway: Any) -> None:
+    s3.create_bucket(Bucket="photos")
+    with pytest.raises(ClientError) as e:
+        s3.get_bucket_policy(Bucket="photos")
+    assert code_of(e) == "NotImplemented"
+    assert e.value.response["ResponseMetadata"]["HTTPStatusCode"] == 501
+    with pytest.raises(ClientError) as e:
+        s3.put_object_tagging(
+            Bucket="photos", Key="k", Tagging={"TagSet": [{"Key": "a", "Value": "b"}]}
+        )
+    assert code_of(e) == "NotImplemented"
+
+
+def test_malformed_xml_is_refused_and_changes_nothing(s3: Any) -> None:
+    s3.create_bucket(Bucket="photos")
+    client = s3
+    for document in (
+        b"<VersioningConfiguration><Status>Enabled",
+        b"<!DOCTYPE x [<!ENTITY a 'b'>]><x/>",
+    ):
+
+        def replace_body(request: Any, document: bytes = document, **_: Any) -> None:
+            request.data = document
+            for name in list(request.headers):
+                if name.lower() == "content-md5" or name.lower().startswith("x-amz-checksum-"):
+                    del request.headers[name]
+
+        client.meta.events.register_first("before-sign.s3.PutBucketVersioning", replace_body)
+        with pytest.raises(ClientError) as e:
+            client.put_bucket_versioning(
+                Bucket="photos", VersioningConfiguration={"Status": "Enabled"}
+            )
+        assert code_of(e) == "MalformedXML"
+        client.meta.events.unregister("before-sign.s3.PutBucketVersioning", replace_body)
+    assert "Status" not in s3.get_bucket_versioning(Bucket="photos")
+
+
+def test_virtual_hosted_style(gateway: Any, s3: Any) -> None:
+    gateway.services.domain = "s3.example.test"
+    s3.create_bucket(Bucket="photos")
+    s3.put_object(Bucket="photos", Key="dir/k.txt", Body=b"vhost")
+    # signed for the virtual host, sent to the loopback address with that Host header
+    request = AWSRequest(
+        "GET",
+        "http://photos.s3.example.test/dir/k.txt",
+        headers={"x-amz-content-sha256": "UNSIGNED-PAYLOAD"},
+    )
+    S3SigV4Auth(Credentials(gateway.key.access_key_id, gateway.secret), "s3", "us-east-1").add_auth(
+        request
+    )
+    headers = {**dict(request.headers.items()), "Host": "photos.s3.example.test"}
+    response = httpx.get(f"{gateway.url}/dir/k.txt", headers=headers)
+    assert response.status_code == 200, response.text
+    assert response.content == b"vhost"
+
+
+def test_health_and_metrics(s3: Any, gateway: Any) -> None:
+    assert httpx.get(f"{gateway.url}/_ripple/health").text == "ok\n"
+    s3.create_bucket(Bucket="photos")
+    metrics = httpx.get(f"{gateway.url}/_ripple/metrics").text
+    assert 'ripple_s3_requests_total{operation="CreateBucket",status="200"} 1.0' in metrics
+
+
+def test_request_context_goes_into_the_change_stream(gateway: Any, s3: Any) -> None:
+    db = gateway.services.db
+    db.eventing = lambda _project, bucket: bucket == "photos"
+    s3.create_bucket(Bucket="photos")
+    put = s3.put_object(Bucket="photos", Key="k", Body=b"x" * 10)
+    request_id = put["ResponseMetadata"]["HTTPHeaders"]["x-amz-request-id"]
+    host_id = put["ResponseMetadata"]["HTTPHeaders"]["x-amz-id-2"]
+    with db.read() as conn:
+        tags = [
+            json.loads(row.transaction_tag)
+            for row in conn.execute(sa.select(change_records.c.transaction_tag))
+        ]
+    assert len(tags) == 1
+    tag = tags[0]
+    assert tag["request_id"] == request_id
+    assert tag["host_id"] == host_id
+    assert tag["operation"] == "put"
+    assert tag["source_ip"] == "127.0.0.1"
+    assert tag["etag"] == put["ETag"].strip('"')
+    assert uuid.UUID(tag["principal"]) == gateway.key.project_public_id
+
+
+def test_port_in_use_is_a_clear_error(gateway: Any) -> None:
+    taken = gateway.url.removeprefix("http://")
+    with pytest.raises(Exception, match="cannot listen on"):
+        bind(taken)
+
+
+def test_stop_and_start_again(services: Any) -> None:
+    server = Gateway(services, bind("127.0.0.1:0"))
+    server.start()
+    wait_for(lambda: server.started, what="the gateway to start")
+    assert httpx.get(f"{server.url}/_ripple/health").status_code == 200
+    server.stop()
+    with pytest.raises(httpx.ConnectError):
+        httpx.get(f"{server.url}/_ripple/health")
