@@ -112,7 +112,11 @@ def test_up_on_sqlite_migrates_runs_the_pipeline_and_stops_on_ctrl_c(tmp_path: P
         db.dispose()
 
     with RippleProcess(
-        tmp_path, "up", RIPPLE_DATA_DIR=str(data), RIPPLE_METRICS_ADDRESS="127.0.0.1:0"
+        tmp_path,
+        "up",
+        RIPPLE_DATA_DIR=str(data),
+        RIPPLE_METRICS_ADDRESS="127.0.0.1:0",
+        RIPPLE_S3_ADDRESS="127.0.0.1:0",
     ) as ripple:
         ripple.wait_for_output("pipeline running")
         rows = table_rows(ripple.stdout)
@@ -131,7 +135,9 @@ def test_up_on_sqlite_migrates_runs_the_pipeline_and_stops_on_ctrl_c(tmp_path: P
         "checkpoint": str((data / "checkpoint").resolve()),
         "metrics": rows["metrics"],
         "eventing buckets": "0",
+        "S3 endpoint": rows["S3 endpoint"],
     }
+    assert re.fullmatch(r"http://127\.0\.0\.1:[1-9][0-9]*", rows["S3 endpoint"])
     assert re.fullmatch(r"http://127\.0\.0\.1:[1-9][0-9]*/metrics", rows["metrics"])
     assert metrics["ripple_events_unrouted_total"] == 0
     assert "ripple_pipeline_lag_seconds" in metrics
@@ -171,6 +177,7 @@ def test_up_on_postgresql(tmp_path: Path, fresh_postgres_url: str) -> None:
         RIPPLE_DATA_DIR=str(data),
         RIPPLE_DATABASE_URL=fresh_postgres_url,
         RIPPLE_METRICS_ADDRESS="127.0.0.1:0",
+        RIPPLE_S3_ADDRESS="127.0.0.1:0",
     ) as ripple:
         ripple.wait_for_output("pipeline running")
         # SIGTERM to the group also ends Spark's Python workers; still a clean stop

@@ -1,4 +1,5 @@
-"""`ripple up`: the main job on the embedded defaults: migrate, then run the pipeline."""
+"""`ripple up`: the main job on the embedded defaults: migrate, then serve S3 and run the
+pipeline, until Ctrl-C."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ from rich.table import Table
 
 from ripple.cli.common import migrate, open_metabase, settings_of
 from ripple.cli.pipeline import run_pipeline
+from ripple.gateway.server import Gateway, GatewayError, bind, build_services
 from ripple.metabase.schema import buckets, objects, projects
 
 DEFAULT_METRICS_ADDRESS = "127.0.0.1:9464"
@@ -19,13 +21,14 @@ def up(ctx: click.Context) -> None:
     """Run ripple's main job on the embedded defaults, until Ctrl-C.
 
     Creates the data directory, migrates the metabase to the newest schema (migrations
-    that already ran are skipped), prints where everything is, and runs the eventing
-    pipeline. Prometheus metrics are served on metrics.address (RIPPLE_METRICS_ADDRESS),
-    127.0.0.1:9464 by default.
+    that already ran are skipped), prints where everything is, serves the S3 API on
+    s3.address (RIPPLE_S3_ADDRESS, 127.0.0.1:9000 by default) and runs the eventing
+    pipeline. Make S3 credentials with `ripple user create NAME`. Prometheus metrics are
+    served on metrics.address (RIPPLE_METRICS_ADDRESS), 127.0.0.1:9464 by default.
     """
     settings = settings_of(ctx)
     settings.data_dir.mkdir(parents=True, exist_ok=True)
-    db = open_metabase(settings)
+    db = open_metabase(settings)  # the gateway's, with eventing for the configured buckets
     try:
         revision = migrate(db)
         with db.read() as conn:
@@ -37,15 +40,26 @@ def up(ctx: click.Context) -> None:
                     ("objects", objects),
                 )
             }
-    finally:
+        gateway = Gateway(build_services(settings, db), bind(settings.s3_address))
+    except GatewayError as e:
         db.dispose()
+        raise click.ClickException(str(e)) from e
+    except BaseException:
+        db.dispose()
+        raise
     table = Table(title="ripple", show_header=False, title_justify="left")
     table.add_row("data directory", str(settings.data_dir.resolve()))
     table.add_row("schema revision", str(revision))
     for name, count in counts.items():
         table.add_row(name, str(count))
-    run_pipeline(
-        settings,
-        metrics_address=settings.metrics_address or DEFAULT_METRICS_ADDRESS,
-        table=table,
-    )
+    table.add_row("S3 endpoint", gateway.url)
+    gateway.start()
+    try:
+        run_pipeline(
+            settings,
+            metrics_address=settings.metrics_address or DEFAULT_METRICS_ADDRESS,
+            table=table,
+        )
+    finally:
+        gateway.stop()
+        db.dispose()
