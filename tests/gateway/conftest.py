@@ -67,7 +67,6 @@ def services(db: Metabase, tmp_path: Path) -> Services:
         data=ObjectData(tmp_path / "objects"),
         keyring=Keyring(db, tmp_path, ttl=0.0),
         deletes=TokenBuckets(10_000, 10_000),
-        data_dir=tmp_path,
     )
 
 

@@ -4,12 +4,14 @@ S3 answers for parts that are missing, out of order or too small."""
 
 from __future__ import annotations
 
+import base64
 import fcntl
 import hashlib
 import io
 import os
 import threading
 import time
+import zlib
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -322,6 +324,21 @@ def test_a_single_small_part(s3: Any) -> None:
     done = _complete(s3, "bkt", "k", upload_id, _all([b"tiny"]))
     assert done["ETag"] == _multipart_etag([b"tiny"])
     assert s3.get_object(Bucket="bkt", Key="k")["Body"].read() == b"tiny"
+
+
+def test_complete_with_the_whole_objects_checksum_header(s3: Any) -> None:
+    """Its x-amz-checksum-* headers describe the object, not the XML document."""
+    s3.create_bucket(Bucket="bkt")
+    upload_id = _upload(s3, "bkt", "k", [b"tiny"])
+    crc = base64.b64encode(zlib.crc32(b"tiny").to_bytes(4, "big")).decode()
+    done = s3.complete_multipart_upload(
+        Bucket="bkt",
+        Key="k",
+        UploadId=upload_id,
+        MultipartUpload={"Parts": [{"PartNumber": 1, "ETag": f'"{_md5(b"tiny")}"'}]},
+        ChecksumCRC32=crc,
+    )
+    assert done["ETag"] == _multipart_etag([b"tiny"])
 
 
 def test_upload_part_copy_with_a_range(s3: Any) -> None:

@@ -275,3 +275,54 @@ def test_object_lock_headers_on_put(s3: Any) -> None:
     with pytest.raises(ClientError) as e:
         s3.delete_object(Bucket="vault", Key="k", VersionId=put["VersionId"])
     assert code_of(e) == "AccessDenied"
+
+
+def signed_put(gateway: Any, path: str, body: bytes, headers: dict[str, str]) -> Any:
+    """A PUT signed by botocore with exactly these headers, sent over a real socket."""
+    import httpx
+    from botocore.auth import S3SigV4Auth
+    from botocore.awsrequest import AWSRequest
+    from botocore.credentials import Credentials
+
+    request = AWSRequest("PUT", f"{gateway.url}{path}", data=body, headers=headers)
+    credentials = Credentials(gateway.key.access_key_id, gateway.secret)
+    S3SigV4Auth(credentials, "s3", "us-east-1").add_auth(request)
+    return httpx.put(f"{gateway.url}{path}", content=body, headers=dict(request.headers.items()))
+
+
+def test_a_lying_decoded_length_does_not_make_a_big_body_inline(s3: Any, gateway: Any) -> None:
+    """What arrives decides where data is kept, not what a header announces."""
+    s3.create_bucket(Bucket="bkt")
+    body = b"L" * 200_000
+    response = signed_put(gateway, "/bkt/big", body, {"x-amz-decoded-content-length": "5"})
+    assert response.status_code == 200, response.text
+    assert len(data_files(gateway.data_dir)) == 1
+    assert s3.get_object(Bucket="bkt", Key="big")["Body"].read() == body
+
+
+def test_conditional_writes_are_not_silently_ignored(s3: Any) -> None:
+    s3.create_bucket(Bucket="bkt")
+    s3.put_object(Bucket="bkt", Key="k", Body=b"first")
+    with pytest.raises(ClientError) as e:
+        s3.put_object(Bucket="bkt", Key="k", Body=b"second", IfNoneMatch="*")
+    assert code_of(e) == "NotImplemented"
+    assert s3.get_object(Bucket="bkt", Key="k")["Body"].read() == b"first"
+
+
+def test_range_of_an_empty_object(s3: Any) -> None:
+    s3.create_bucket(Bucket="bkt")
+    s3.put_object(Bucket="bkt", Key="empty", Body=b"")
+    for header in ("bytes=0-10", "bytes=-5"):
+        with pytest.raises(ClientError) as e:
+            s3.get_object(Bucket="bkt", Key="empty", Range=header)
+        assert code_of(e) == "InvalidRange"
+    assert s3.get_object(Bucket="bkt", Key="empty")["Body"].read() == b""
+
+
+def test_override_values_must_be_header_values(s3: Any) -> None:
+    s3.create_bucket(Bucket="bkt")
+    s3.put_object(Bucket="bkt", Key="k", Body=b"x")
+    for value in ("attachment; filename=€.txt", "a\r\nX-Evil: 1"):
+        with pytest.raises(ClientError) as e:
+            s3.get_object(Bucket="bkt", Key="k", ResponseContentDisposition=value)
+        assert code_of(e) == "InvalidArgument"

@@ -3,9 +3,11 @@ made with `ripple user create`, a crash in the middle of an upload, and `ripple 
 
 from __future__ import annotations
 
+import os
 import re
 import socket
 import subprocess
+import time
 from pathlib import Path
 from typing import Any
 
@@ -73,8 +75,8 @@ def test_serve_user_create_and_a_crash_mid_upload(tmp_path: Path) -> None:
         path = signed.split(str(port), 1)[1]
         sock.sendall(
             f"PUT {path} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\n"
-            "Content-Length: 200000\r\n\r\n".encode()
-            + b"t" * 100_000
+            "Content-Length: 4000000\r\n\r\n".encode()
+            + b"t" * 2_000_000  # past the first batch the gateway writes out (1 MiB)
         )
         tmp = tmp_path / ".ripple" / "objects" / "tmp"
         wait_for(lambda: any(tmp.iterdir()), what="the upload's temporary file")
@@ -88,7 +90,10 @@ def test_serve_user_create_and_a_crash_mid_upload(tmp_path: Path) -> None:
         keys = [o["Key"] for o in s3.list_objects_v2(Bucket="photos").get("Contents", [])]
         assert keys == ["kept"]
         assert httpx.get(f"{url}/_ripple/health").status_code == 200
-        report = ripple(tmp_path, "data", "gc", "--older-than", "0")
+        for leftover in tmp.iterdir():  # as old as gc's shortest grace period allows
+            past = time.time() - 120
+            os.utime(leftover, (past, past))
+        report = ripple(tmp_path, "data", "gc", "--older-than", "60")
         assert "removed 1 temporary files, 0 orphaned data files" in report
         assert list(tmp.iterdir()) == []
         assert s3.get_object(Bucket="photos", Key="kept")["Body"].read() == b"k" * 5000

@@ -9,11 +9,13 @@ import uuid
 from typing import Any
 from xml.etree import ElementTree as ET
 
+import boto3
 import httpx
 import pytest
 import sqlalchemy as sa
 from botocore.auth import S3SigV4Auth
 from botocore.awsrequest import AWSRequest
+from botocore.config import Config
 from botocore.credentials import Credentials
 from botocore.exceptions import ClientError
 
@@ -182,3 +184,27 @@ def test_stop_and_start_again(services: Any) -> None:
     server.stop()
     with pytest.raises(httpx.ConnectError):
         httpx.get(f"{server.url}/_ripple/health")
+
+
+def test_a_key_that_is_not_utf8_is_invalid_uri(gateway: Any) -> None:
+    response = httpx.get(f"{gateway.url}/photos/%ff")
+    assert response.status_code == 400
+    assert error_of(response)["Code"] == "InvalidURI"
+
+
+def test_a_configured_region_is_enforced(gateway: Any) -> None:
+    gateway.services.region = "eu-central-1"
+    gateway.services.enforce_region = True
+    with pytest.raises(ClientError) as e:
+        gateway.client().list_buckets()  # signed for us-east-1
+    assert code_of(e) == "AuthorizationHeaderMalformed"
+    assert "expecting 'eu-central-1'" in e.value.response["Error"]["Message"]
+    right = boto3.client(
+        "s3",
+        endpoint_url=gateway.url,
+        region_name="eu-central-1",
+        aws_access_key_id=gateway.key.access_key_id,
+        aws_secret_access_key=gateway.secret,
+        config=Config(s3={"addressing_style": "path"}, retries={"max_attempts": 1}),
+    )
+    assert right.list_buckets()["Buckets"] == []

@@ -8,7 +8,7 @@ import click
 
 from ripple.cli.common import console, open_metabase, settings_of
 from ripple.gateway.data import ObjectData
-from ripple.gateway.gc import DEFAULT_GRACE_SECONDS, collect
+from ripple.gateway.gc import DEFAULT_GRACE_SECONDS, MIN_GRACE_SECONDS, collect
 
 
 @click.group()
@@ -20,11 +20,11 @@ def data() -> None:
 @click.option(
     "--older-than",
     "grace",
-    type=click.FloatRange(min=0),
+    type=click.FloatRange(min=MIN_GRACE_SECONDS),
     default=DEFAULT_GRACE_SECONDS,
     show_default=True,
     metavar="SECONDS",
-    help="Only data at least this old (uploads in flight are younger).",
+    help="Only data at least this old (uploads in flight are younger); at least 60.",
 )
 @click.option("--dry-run", is_flag=True, help="Report what would be removed; remove nothing.")
 @click.pass_context

@@ -196,7 +196,7 @@ def create_app(services: Services) -> Starlette:
         )
         try:
             req = S3Request.of(http, services, context)
-            authenticate(req)
+            await req.run(authenticate, req)  # a key look-up may query the metabase
             op = route(req)
             name = context.operation = op.name
             # a listing of a bucket is checked against the prefix it asks for

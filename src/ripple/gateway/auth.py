@@ -36,6 +36,13 @@ def authenticate(req: S3Request) -> None:
             "anonymous requests are not allowed: sign the request with an access key "
             "(create one with `ripple user create NAME`)",
         )
+    services = req.services
+    if services.enforce_region and signed.region != services.region:
+        raise S3Error(
+            "AuthorizationHeaderMalformed",
+            f"the authorization header is malformed; the region {signed.region!r} is wrong; "
+            f"expecting {services.region!r}: configure your client for region {services.region}",
+        )
     key = keyring.key(signed.access_key_id)
     if key is None:  # revoked between the two look-ups
         raise S3Error("InvalidAccessKeyId", "the AWS access key ID you provided does not exist")

@@ -17,11 +17,14 @@ import hmac
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from ripple.gateway.chunked import Checksums, ChunkedDecoder
+from starlette.concurrency import run_in_threadpool
+
+from ripple.gateway.chunked import NOT_CHECKSUMS, Checksums, ChunkedDecoder
 from ripple.gateway.errors import S3Error
 from ripple.gateway.request import S3Request
 
 MAX_PUT_SIZE = 5 * 1024**3  # S3's limit for one PutObject or UploadPart
+BATCH_BYTES = 1024 * 1024  # body bytes hashed and written per worker-thread hop
 CHECKSUM_PREFIX = "x-amz-checksum-"
 
 
@@ -51,12 +54,14 @@ def _content_md5(req: S3Request) -> bytes | None:
     return digest
 
 
-def _checksum_names(req: S3Request) -> tuple[dict[str, str], list[str]]:
+def _checksum_names(
+    req: S3Request, *, body_checksums: bool = True
+) -> tuple[dict[str, str], list[str]]:
     """Checksums sent as headers (name -> value) and those announced as trailers."""
     headers = {
         name: value
         for name, value in req.headers.items()
-        if name.startswith(CHECKSUM_PREFIX) and name != "x-amz-checksum-type"
+        if body_checksums and name.startswith(CHECKSUM_PREFIX) and name not in NOT_CHECKSUMS
     }
     trailers = [t.strip().lower() for t in req.header("x-amz-trailer").split(",") if t.strip()]
     for name in trailers:
@@ -82,12 +87,19 @@ def _declared_length(req: S3Request, limit: int) -> int | None:
 
 
 async def receive(
-    req: S3Request, sink: Callable[[bytes], None], *, limit: int = MAX_PUT_SIZE
+    req: S3Request,
+    sink: Callable[[bytes], None],
+    *,
+    limit: int = MAX_PUT_SIZE,
+    body_checksums: bool = True,
 ) -> Received:
-    """Stream the request body into `sink`, then check every digest the client sent."""
+    """Stream the request body into `sink`, then check every digest the client sent.
+
+    `body_checksums=False`: the request's `x-amz-checksum-*` headers are about something
+    else (CompleteMultipartUpload: the whole object), not this body."""
     _declared_length(req, limit)
     expected_md5 = _content_md5(req)
-    checksum_headers, trailer_names = _checksum_names(req)
+    checksum_headers, trailer_names = _checksum_names(req, body_checksums=body_checksums)
     # checksums sent as headers; the chunked decoder checks those sent as trailers
     sums = Checksums(checksum_headers)
     md5 = hashlib.md5(usedforsecurity=False)
@@ -116,10 +128,23 @@ async def receive(
         sums.update(data)
         sink(data)
 
+    def process(chunks: list[bytes]) -> None:
+        for chunk in chunks:
+            if sha256 is not None:
+                sha256.update(chunk)
+            take(decoder.feed(chunk) if decoder is not None else chunk)
+
+    # Hashing and writing a large body happens on worker threads, a batch at a time (hashlib
+    # releases the GIL), so the event loop keeps serving; a small body is done in place.
+    batch: list[bytes] = []
+    batched = 0
     async for chunk in req.http.stream():
-        if sha256 is not None:
-            sha256.update(chunk)
-        take(decoder.feed(chunk) if decoder is not None else chunk)
+        batch.append(chunk)
+        batched += len(chunk)
+        if batched >= BATCH_BYTES:
+            await run_in_threadpool(process, batch)
+            batch, batched = [], 0
+    process(batch)
     trailers: dict[str, str] = decoder.finish() if decoder is not None else {}
 
     if sha256 is not None and not hmac.compare_digest(sha256.hexdigest(), payload_hash.lower()):
@@ -137,11 +162,11 @@ def _is_hex_sha256(value: str) -> bool:
     return len(value) == 64 and all(c in "0123456789abcdefABCDEF" for c in value)
 
 
-async def read_document(req: S3Request, limit: int) -> bytes:
+async def read_document(req: S3Request, limit: int, *, body_checksums: bool = True) -> bytes:
     """A small request body (an XML document), whole; over `limit` bytes is refused."""
     parts: list[bytes] = []
     try:
-        await receive(req, parts.append, limit=limit)
+        await receive(req, parts.append, limit=limit, body_checksums=body_checksums)
     except S3Error as e:
         if e.code == "EntityTooLarge":
             raise S3Error(

@@ -33,7 +33,10 @@ CHECKSUM_PREFIX = "x-amz-checksum-"
 TRAILER_SIGNATURE = "x-amz-trailer-signature"
 MAX_LINE = 4096  # a chunk header or trailer line; a signed chunk header is under 100 bytes
 MAX_TRAILER = 16384  # all trailer lines together
-_NOT_SUMS = {"x-amz-checksum-type", "x-amz-checksum-mode"}  # headers that are not checksums
+# x-amz-checksum-* headers that are not checksums of the body
+NOT_CHECKSUMS = frozenset(
+    {"x-amz-checksum-type", "x-amz-checksum-mode", "x-amz-checksum-algorithm"}
+)
 
 
 class Hasher(Protocol):
@@ -126,7 +129,9 @@ class Checksums:
     def from_headers(cls, headers: Mapping[str, str]) -> Checksums:
         """The checksums a request's `x-amz-checksum-*` headers (lower-case names) ask for."""
         return cls(
-            name for name in headers if name.startswith(CHECKSUM_PREFIX) and name not in _NOT_SUMS
+            name
+            for name in headers
+            if name.startswith(CHECKSUM_PREFIX) and name not in NOT_CHECKSUMS
         )
 
     @property

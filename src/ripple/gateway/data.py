@@ -26,22 +26,25 @@ from typing import BinaryIO
 
 
 class DataWriter:
-    """A file being uploaded: bytes in, MD5 and size out, then placed or dropped."""
+    """A file being uploaded: bytes in, size (and MD5, unless the caller computes it) out,
+    then placed or dropped."""
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, *, digest: bool = True) -> None:
         self.path = path
         self._file: BinaryIO | None = path.open("xb")
-        self._md5 = hashlib.md5(usedforsecurity=False)
+        self._md5 = hashlib.md5(usedforsecurity=False) if digest else None
         self.size = 0
 
     def write(self, data: bytes) -> None:
         assert self._file is not None, "write after close"
         self._file.write(data)
-        self._md5.update(data)
+        if self._md5 is not None:
+            self._md5.update(data)
         self.size += len(data)
 
     @property
     def md5(self) -> bytes:
+        assert self._md5 is not None, "a writer made with digest=False"
         return self._md5.digest()
 
     def _close(self) -> None:
@@ -87,8 +90,9 @@ class ObjectData:
         self.tmp.mkdir(parents=True, exist_ok=True)
         self.parts.mkdir(parents=True, exist_ok=True)
 
-    def writer(self) -> DataWriter:
-        return DataWriter(self.tmp / uuid.uuid4().hex)
+    def writer(self, *, digest: bool = True) -> DataWriter:
+        """A new upload; `digest=False` when the caller computes the MD5 itself."""
+        return DataWriter(self.tmp / uuid.uuid4().hex, digest=digest)
 
     def path_of(self, stream_id: uuid.UUID) -> Path:
         name = stream_id.hex
@@ -136,7 +140,7 @@ class ObjectData:
 
     def stale_temporaries(self, older_than: float) -> Iterator[Path]:
         cutoff = time.time() - older_than
-        for path in self.tmp.iterdir():
+        for path in list(self.tmp.iterdir()):
             with contextlib.suppress(FileNotFoundError):
                 if path.stat().st_mtime < cutoff:
                     yield path

@@ -9,10 +9,11 @@ only to report.
 
 from __future__ import annotations
 
+import contextlib
 import shutil
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -21,8 +22,13 @@ import sqlalchemy as sa
 from ripple.gateway.data import ObjectData
 from ripple.metabase import Metabase
 from ripple.metabase.schema import objects
+from ripple.metabase.types import Status
+
+PENDING = int(Status.PENDING)
 
 DEFAULT_GRACE_SECONDS = 3600.0
+# a file placed for a commit still in flight is younger than this, whatever the option says
+MIN_GRACE_SECONDS = 60.0
 
 
 @dataclass
@@ -37,10 +43,21 @@ class Collected:
         return [*self.temporaries, *self.orphans, *self.uploads]
 
 
-def referenced_stream_ids(db: Metabase) -> set[uuid.UUID]:
-    """Every stream id a row names: versions, delete markers and pending uploads."""
+def referenced_stream_ids(db: Metabase) -> tuple[set[uuid.UUID], set[uuid.UUID]]:
+    """Stream ids rows name: all of them (versions, delete markers, uploads), and those of
+    uploads in progress (whose parts are still needed)."""
     with db.read() as conn:
-        return set(conn.execute(sa.select(objects.c.stream_id)).scalars())
+        rows = conn.execute(sa.select(objects.c.stream_id, objects.c.status)).all()
+    return {r.stream_id for r in rows}, {r.stream_id for r in rows if r.status == PENDING}
+
+
+def _older(found: Iterable[tuple[uuid.UUID, Path]], cutoff: float) -> list[tuple[uuid.UUID, Path]]:
+    old = []
+    for stream_id, path in found:
+        with contextlib.suppress(FileNotFoundError):  # removed meanwhile by the gateway
+            if path.stat().st_mtime < cutoff:
+                old.append((stream_id, path))
+    return old
 
 
 def _size(path: Path) -> int:
@@ -62,13 +79,15 @@ def collect(
     Files are listed before the rows are read: a file placed after the listing is not
     looked at, and one committed before the read is found referenced.
     """
+    grace_seconds = max(grace_seconds, MIN_GRACE_SECONDS)
     cutoff = time.time() - grace_seconds
-    stored = [(sid, p) for sid, p in data.stored() if p.stat().st_mtime < cutoff]
-    uploads = [(sid, p) for sid, p in data.uploads() if p.stat().st_mtime < cutoff]
+    stored = _older(data.stored(), cutoff)
+    uploads = _older(data.uploads(), cutoff)
     found = Collected(temporaries=list(data.stale_temporaries(grace_seconds)))
-    referenced = referenced_stream_ids(db)
+    referenced, pending = referenced_stream_ids(db)
     found.orphans = [p for sid, p in stored if sid not in referenced]
-    found.uploads = [p for sid, p in uploads if sid not in referenced]
+    # a completed upload's object keeps its stream id: its parts are needed no more
+    found.uploads = [p for sid, p in uploads if sid not in pending]
     for path in found.paths:
         found.bytes += _size(path)
         if progress is not None:

@@ -38,14 +38,14 @@ def byte_range(header: str, size: int) -> tuple[int, int] | None:
     that starts past the end is `InvalidRange` (416).
     """
     match = _RANGE.fullmatch(header.strip())
-    if match is None or size == 0:
+    if match is None:
         return None
     first, last = match.groups()
     if not first and not last:
         return None
     if not first:  # the last N bytes
         length = int(last)
-        if length == 0:
+        if length == 0 or size == 0:
             raise _invalid_range(size)
         return max(0, size - length), size - 1
     start = int(first)
@@ -95,6 +95,23 @@ def check_conditions(req: S3Request, obj: Object, *, prefix: str = "") -> int | 
     return None
 
 
+def _header_value(parameter: str, value: str) -> str:
+    """An override as a header value: Latin-1 without control characters, as HTTP allows."""
+    try:
+        value.encode("latin-1")
+    except UnicodeEncodeError:
+        ok = False
+    else:
+        ok = not any((ord(c) < 0x20 and c != "\t") or ord(c) == 0x7F for c in value)
+    if not ok:
+        raise S3Error(
+            "InvalidArgument",
+            f"{parameter} must be a header value: Latin-1 text without control characters "
+            "(percent-encode other characters, e.g. filename*=UTF-8''…)",
+        )
+    return value
+
+
 def _etag_matches(header: str, etag: str) -> bool:
     candidates = [c.strip().removeprefix("W/").strip('"') for c in header.split(",")]
     return "*" in candidates or etag in candidates
@@ -141,7 +158,7 @@ async def _answer(req: S3Request, head: bool) -> Response:
             return Response(status_code=304, headers={k: headers[k] for k in kept if k in headers})
         for parameter, header in OVERRIDES.items():
             if parameter in req.query:
-                headers[header] = req.query[parameter]
+                headers[header] = _header_value(parameter, req.query[parameter])
         size = obj.total_plain_size
         span = byte_range(req.header("range"), size) if req.header("range") else None
         start, length, status = 0, size, 200

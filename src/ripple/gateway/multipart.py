@@ -38,7 +38,7 @@ from ripple.gateway.copy_object import copy_part_data, source_headers
 from ripple.gateway.data import ObjectData
 from ripple.gateway.errors import S3Error
 from ripple.gateway.headers import content_type_of, lock_of, metadata_of, quoted, version_headers
-from ripple.gateway.objects import checksum_headers, free
+from ripple.gateway.objects import checksum_headers, free, reject_conditional_writes
 from ripple.gateway.request import S3Request
 from ripple.metabase import commit_object
 from ripple.metabase.errors import MetabaseError, PendingObjectNotFound
@@ -175,7 +175,7 @@ async def upload_part(req: S3Request) -> Response:
         req.context.operation = "UploadPartCopy"
         return await _upload_part_copy(req, upload, number)
     data = req.services.data
-    writer = data.writer()
+    writer = data.writer(digest=False)  # `receive` computes the MD5
     try:
         received = await receive(req, writer.write)
         path = _part_file(data, upload, number, received.etag)
@@ -271,7 +271,10 @@ def _lock(data: ObjectData, upload: uuid.UUID) -> IO[bytes] | None:
 async def complete(req: S3Request) -> Response:
     upload, loc, data = _upload_id(req), req.object_location, req.services.data
     await req.run(get_upload, req.db, loc, upload)
-    wanted = _requested_parts(await read_document(req, xml.MAX_XML_BYTES))
+    reject_conditional_writes(req)
+    # its x-amz-checksum-* headers are the whole object's, not the document's
+    document = await read_document(req, xml.MAX_XML_BYTES, body_checksums=False)
+    wanted = _requested_parts(document)
     lock = await req.run(_lock, data, upload)
     if lock is None:
         await req.run(get_upload, req.db, loc, upload)

@@ -12,6 +12,8 @@ from starlette.responses import Response
 
 from ripple.gateway.app import operation
 from ripple.gateway.body import Received, receive
+from ripple.gateway.data import DataWriter, ObjectData
+from ripple.gateway.errors import not_implemented
 from ripple.gateway.headers import content_type_of, lock_of, metadata_of, quoted, version_headers
 from ripple.gateway.request import S3Request
 from ripple.metabase import Object, delete_object, delete_object_version
@@ -25,30 +27,66 @@ def free(req: S3Request, removed: list[Object]) -> None:
     req.services.data.remove(o.stream_id for o in removed)
 
 
-def _expected_size(req: S3Request) -> int | None:
-    for header in ("x-amz-decoded-content-length", "content-length"):
-        value = req.header(header)
-        if value.isdigit():
-            return int(value)
-    return None
-
-
 def checksum_headers(received: Received) -> dict[str, str]:
     return dict(received.checksums)
 
 
+class Spool:
+    """A body kept in memory while it fits in a metabase row, spilled to a temporary file
+    once it outgrows that (what arrives decides, not what the headers announce)."""
+
+    def __init__(self, data: ObjectData, limit: int) -> None:
+        self.data = data
+        self.limit = limit
+        self.parts: list[bytes] = []
+        self.size = 0
+        self.writer: DataWriter | None = None
+
+    def write(self, chunk: bytes) -> None:
+        if self.writer is not None:
+            self.writer.write(chunk)
+            return
+        self.parts.append(chunk)
+        self.size += len(chunk)
+        if self.size > self.limit:
+            self.writer = self.data.writer(digest=False)  # `receive` computes the MD5
+            for part in self.parts:
+                self.writer.write(part)
+            self.parts = []
+
+    @property
+    def inline(self) -> bytes | None:
+        return None if self.writer is not None else b"".join(self.parts)
+
+    def abort(self) -> None:
+        if self.writer is not None:
+            self.writer.abort()
+
+
+def reject_conditional_writes(req: S3Request) -> None:
+    for header in ("if-match", "if-none-match"):
+        if req.header(header):
+            raise not_implemented(f"a conditional write ({header} on {req.method})")
+
+
 @operation("PUT", "object", "", "PutObject", "write")
 async def put(req: S3Request) -> Response:
+    reject_conditional_writes(req)
     loc = req.object_location
     metadata = metadata_of(req)
     retention, legal_hold = lock_of(req)
     content_type = content_type_of(req)
     stream_id = new_stream_id()
-    expected = _expected_size(req)
-    tag = req.context.tag("put")
-    if expected is not None and expected <= req.services.inline_limit:
-        parts: list[bytes] = []
-        received = await receive(req, parts.append)
+    data = req.services.data
+    spool = Spool(data, req.services.inline_limit)
+    try:
+        received = await receive(req, spool.write)
+        if spool.writer is not None:
+            await req.run(spool.writer.place, data.path_of(stream_id))
+    except BaseException:
+        spool.abort()
+        raise
+    try:
         result = await req.run(
             put_object,
             req.db,
@@ -60,36 +98,14 @@ async def put(req: S3Request) -> Response:
             user_metadata=metadata,
             retention=retention,
             legal_hold=legal_hold,
-            inline_data=b"".join(parts),
-            tag=tag,
+            inline_data=spool.inline,
+            tag=req.context.tag("put"),
         )
-    else:
-        data = req.services.data
-        writer = data.writer()
-        try:
-            received = await receive(req, writer.write)
-            await req.run(writer.place, data.path_of(stream_id))
-        except BaseException:
-            writer.abort()
-            raise
-        try:
-            result = await req.run(
-                put_object,
-                req.db,
-                loc,
-                stream_id=stream_id,
-                size=received.size,
-                etag=received.etag,
-                content_type=content_type,
-                user_metadata=metadata,
-                retention=retention,
-                legal_hold=legal_hold,
-                tag=tag,
-            )
-        except MetabaseError:  # not committed: nothing names the data
+    except MetabaseError:  # not committed: nothing names the data
+        if spool.writer is not None:
             data.remove([stream_id])
-            raise
-    free(req, result.removed)
+        raise
+    await req.run(free, req, result.removed)
     headers = {
         "etag": quoted(result.object.etag),
         **version_headers(result.object),
@@ -132,5 +148,5 @@ async def delete(req: S3Request) -> Response:
         headers["x-amz-version-id"] = version_id
         if any(o.is_delete_marker for o in result.removed):
             headers["x-amz-delete-marker"] = "true"
-    free(req, result.removed)
+    await req.run(free, req, result.removed)
     return Response(status_code=204, headers=headers)

@@ -6,9 +6,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Callable
-from dataclasses import dataclass, field
-from datetime import datetime
-from pathlib import Path
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, TypeVar
 from urllib.parse import parse_qsl, unquote
 
@@ -40,10 +38,10 @@ class Services:
     keyring: Keyring
     deletes: TokenBuckets
     region: str = "us-east-1"
+    # requests must be signed for `region` when it was configured; any region otherwise
+    enforce_region: bool = False
     domain: str = ""  # virtual-hosted-style: BUCKET.<domain>
-    data_dir: Path = Path(".ripple")
     inline_limit: int = INLINE_LIMIT
-    now: Callable[[], datetime] = field(default=datetime.now)
 
 
 def address_of(raw_path: str, host: str, domain: str) -> tuple[str | None, str | None]:
@@ -68,7 +66,12 @@ def address_of(raw_path: str, host: str, domain: str) -> tuple[str | None, str |
             return None, None
     if not rest:
         return bucket, None
-    key = unquote(rest, errors="strict")
+    try:
+        key = unquote(rest, errors="strict")
+    except UnicodeDecodeError:
+        raise S3Error(
+            "InvalidURI", "couldn't parse the specified URI: the key is not UTF-8", status=400
+        ) from None
     if len(key.encode("utf-8", "surrogatepass")) > MAX_KEY_BYTES:
         raise S3Error(
             "KeyTooLongError", f"your key is too long: the limit is {MAX_KEY_BYTES} bytes"

@@ -38,8 +38,8 @@ def build_services(settings: Settings, db: Metabase) -> Services:
         keyring=Keyring(db, data_dir),
         deletes=TokenBuckets(float(settings.delete_rate), float(settings.delete_burst)),
         region=settings.region or "us-east-1",
+        enforce_region=bool(settings.region),
         domain=settings.s3_domain,
-        data_dir=data_dir,
     )
 
 

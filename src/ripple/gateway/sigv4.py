@@ -51,7 +51,7 @@ class Credentials:
     """An access key and its secret: who signs requests."""
 
     access_key_id: str
-    secret_key: str
+    secret_key: str = field(repr=False)
 
 
 @dataclass(frozen=True)
