@@ -326,3 +326,15 @@ def test_override_values_must_be_header_values(s3: Any) -> None:
         with pytest.raises(ClientError) as e:
             s3.get_object(Bucket="bkt", Key="k", ResponseContentDisposition=value)
         assert code_of(e) == "InvalidArgument"
+
+
+def test_keys_never_name_paths(s3: Any, gateway: Any) -> None:
+    """Data is stored under its stream id: a key full of `..` stays inside objects/."""
+    s3.create_bucket(Bucket="bkt")
+    key = "../../../../escape/../x"
+    s3.put_object(Bucket="bkt", Key=key, Body=b"e" * 5000)
+    (stored,) = data_files(gateway.data_dir)
+    objects_dir = (gateway.data_dir / "objects").resolve()
+    assert stored.resolve().is_relative_to(objects_dir)
+    assert "escape" not in str(stored)
+    assert s3.get_object(Bucket="bkt", Key=key)["Body"].read() == b"e" * 5000
