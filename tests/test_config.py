@@ -341,7 +341,9 @@ def test_a_wrong_topic_is_one_line_naming_file_and_topic(tmp_path: Path) -> None
     with pytest.raises(ConfigError) as raised:
         load_settings(config, environ={})
     message = str(raised.value)
-    assert message.startswith(f"{config}: topics.'audit': push-endpoint 'ftp://x': 'ftp' is not")
+    assert message.startswith(
+        f"{config}: topics.'audit': push-endpoint: endpoint 'ftp://x' has 'ftp'"
+    )
     assert "\n" not in message
 
 

@@ -118,7 +118,7 @@ def test_topics_in_use_adds_every_topic_a_notification_names() -> None:
 @pytest.mark.parametrize(
     ("raw", "message"),
     [
-        ({"t": {"push-endpoint": "amqp://127.0.0.1"}}, "'amqp' is not a supported endpoint"),
+        ({"t": {"push-endpoint": "ftp://127.0.0.1"}}, "has 'ftp'; supported: http"),
         ({"t": {"push-endpoint": "pubsub://events"}}, "is not of the form projects/"),
         ({"t": "http://x"}, "topics.'t' must be a table of arguments"),
         ({"t": {"header": ["a"]}}, "argument 'header' must be a string, number or boolean"),

@@ -12,8 +12,9 @@ The push endpoint says where the topic's events are pushed:
 
 - not set: a topic named like a Google Pub/Sub topic (`projects/P/topics/T`, as the phase-1
   list names them) is published to Pub/Sub; any other topic is pull-only;
-- `http://…` or `https://…`: a webhook;
-- `pubsub://projects/P/topics/T`: that Pub/Sub topic;
+- a destination URI (`ripple.targets.endpoints`): `http[s]://…` (a webhook),
+  `amqp[s]://…` (RabbitMQ), `nats://…` (NATS JetStream), `mqtt[s]://…`, `redis://…`, or
+  `pubsub://projects/P/topics/T` (that Pub/Sub topic);
 - `none`: pull-only: events are kept only for the topic's pull subscriptions.
 
 Every topic's events are also stored in its pull subscriptions, whatever its endpoint.
@@ -28,11 +29,12 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from ripple.notifications.phase1 import topic_name_problem
+from ripple.targets.endpoints import Endpoint, parse_endpoint
 
-__all__ = ["PULL_ONLY", "EndpointKind", "Topic", "parse_topics"]
+__all__ = ["PULL_ONLY", "Kind", "Topic", "parse_topics"]
 
 PULL_ONLY = "none"
-EndpointKind = Literal["webhook", "pubsub", "pull"]
+Kind = Literal["webhook", "pubsub", "amqp", "nats", "mqtt", "redis", "pull"]
 
 
 @dataclass(frozen=True)
@@ -42,14 +44,19 @@ class Topic:
     arguments: Mapping[str, str] = field(default_factory=dict)
 
     @property
-    def kind(self) -> EndpointKind:
-        """Where events are pushed: a webhook, Pub/Sub, or nowhere (pull-only)."""
-        endpoint = self.push_endpoint
-        if endpoint.startswith(("http://", "https://")):
-            return "webhook"
-        if endpoint.startswith("pubsub://"):
-            return "pubsub"
-        if not endpoint and topic_name_problem(self.name) is None:
+    def endpoint(self) -> Endpoint | None:
+        """The parsed push endpoint; None when there is none (pull-only, or Pub/Sub by name)."""
+        if not self.push_endpoint or self.push_endpoint == PULL_ONLY:
+            return None
+        return parse_endpoint(self.push_endpoint)
+
+    @property
+    def kind(self) -> Kind:
+        """Where events are pushed: the endpoint's kind, or nowhere (pull-only)."""
+        endpoint = self.endpoint
+        if endpoint is not None:
+            return endpoint.kind
+        if not self.push_endpoint and topic_name_problem(self.name) is None:
             return "pubsub"
         return "pull"
 
@@ -93,17 +100,14 @@ def parse_topics(raw: Mapping[str, Any]) -> dict[str, Topic]:
                 )
             arguments[arg] = text
         endpoint = arguments.pop("push-endpoint", "").strip()
-        if endpoint == PULL_ONLY:
-            endpoint = PULL_ONLY
-        elif endpoint.startswith("pubsub://"):
-            problem = topic_name_problem(endpoint.removeprefix("pubsub://"))
-            if problem is not None:
-                raise ValueError(f"{where}: push-endpoint {endpoint!r}: {problem}")
-        elif endpoint and not endpoint.startswith(("http://", "https://")):
-            scheme = endpoint.split("://", 1)[0] if "://" in endpoint else endpoint
-            raise ValueError(
-                f"{where}: push-endpoint {endpoint!r}: {scheme!r} is not a supported endpoint; "
-                f"use http://…, https://…, pubsub://projects/P/topics/T or {PULL_ONLY!r}"
-            )
+        if endpoint and endpoint != PULL_ONLY:
+            try:
+                parsed = parse_endpoint(endpoint)
+            except ValueError as e:
+                raise ValueError(f"{where}: push-endpoint: {e}, or {PULL_ONLY!r}") from None
+            if parsed.kind == "pubsub":
+                problem = topic_name_problem(parsed.path)
+                if problem is not None:
+                    raise ValueError(f"{where}: push-endpoint {endpoint!r}: {problem}")
         topics[name] = Topic(name, endpoint, arguments)
     return topics
