@@ -28,6 +28,7 @@ import orjson
 
 from ripple.targets.arguments import flag, positive, whole
 from ripple.targets.base import OK, Delivery, Outcome, Result, one_line
+from ripple.targets.cloudevents import binary_headers
 
 __all__ = ["Envelope", "WebhookConfig", "WebhookTarget", "from_arguments"]
 
@@ -50,6 +51,9 @@ class WebhookConfig:
     max_in_flight: int = 16
     envelope: Envelope = "s3"
     subscription: str = ""  # the push envelope's `subscription` field
+    cloudevents: bool = (
+        False  # CloudEvents 1.0 binary mode: ce-* headers (ripple.targets.cloudevents)
+    )
 
     def __post_init__(self) -> None:
         parts = urlsplit(self.url)
@@ -71,6 +75,10 @@ class WebhookConfig:
         if self.envelope not in _ENVELOPES:
             raise ValueError(
                 f"envelope must be one of {', '.join(_ENVELOPES)}, not {self.envelope!r}"
+            )
+        if self.cloudevents and self.envelope != "s3":
+            raise ValueError(
+                "cloudevents needs envelope s3: a Pub/Sub push envelope is no CloudEvent"
             )
 
 
@@ -137,6 +145,8 @@ class WebhookTarget:
         body = self.body(delivery)
         headers = self._headers.copy()
         headers["X-Ripple-Event-Id"] = delivery.event_id
+        if self.config.cloudevents:
+            headers.update(binary_headers(delivery.event, delivery.event_id))
         if self._secret is not None:
             digest = hmac.new(self._secret, body, hashlib.sha256).hexdigest()
             headers["X-Ripple-Signature"] = f"sha256={digest}"
@@ -164,7 +174,15 @@ def _outcome(status: int, url: str) -> Result:
     return Result(Outcome.RETRY, error)
 
 
-_PLAIN = ("verify-ssl", "timeout", "bearer-token", "secret", "max-in-flight", "envelope")
+_PLAIN = (
+    "verify-ssl",
+    "timeout",
+    "bearer-token",
+    "secret",
+    "max-in-flight",
+    "envelope",
+    "cloudevents",
+)
 _ARGUMENTS = (*_PLAIN, "subscription", "header.<Name>")
 
 
@@ -173,7 +191,8 @@ def from_arguments(name: str, url: str, arguments: Mapping[str, str]) -> Webhook
 
     `verify-ssl` (true/false), `timeout` (seconds), `bearer-token`, `secret`,
     `header.<Name>` (one per header), `max-in-flight`, `envelope` (s3 | pubsub-push),
-    `subscription`. A wrong or unknown argument raises `ValueError` naming it.
+    `subscription`, `cloudevents` (true/false). A wrong or unknown argument raises
+    `ValueError` naming it.
     """
     try:
         return WebhookTarget(_config(url, arguments), name=name)
@@ -221,4 +240,7 @@ def _config(url: str, arguments: Mapping[str, str]) -> WebhookConfig:
         max_in_flight=max_in_flight,
         envelope=envelope,
         subscription=options.get("subscription", ""),
+        cloudevents=flag("cloudevents", options["cloudevents"])
+        if "cloudevents" in options
+        else False,
     )
