@@ -108,6 +108,24 @@ def test_the_queue_drains_when_the_destination_recovers(queue: RetryQueue) -> No
     assert queue.length() == 0
 
 
+def test_a_recovered_destination_catches_up_page_after_page(queue: RetryQueue) -> None:
+    """drain_for keeps draining while pages are delivered, not one page per interval."""
+    state = {"up": False}
+    target = RecordingTarget("flaky", lambda _d, _n: OK if state["up"] else RETRY)
+    d = deliverer(queue, target)
+    events = [delivery(i) for i in range(25)]
+    d.deliver({"topic": events})
+    state["up"] = True
+    deadline = time.monotonic() + 5
+    while len(queue.due("flaky", time.time_ns())) < 25:  # their first backoff is 1-2 ms
+        assert time.monotonic() < deadline, "the queued events never came due"
+        time.sleep(0.001)
+    assert d.drain_for(10.0, limit=10) == 25
+    assert [len(c) for c in target.calls[-3:]] == [10, 10, 5]
+    assert queue.length() == 0
+    assert sorted(target.acked_ids()) == sorted(ids(events))
+
+
 def test_the_queue_survives_a_new_deliverer(queue: RetryQueue) -> None:
     """The queue is durable: a restarted pipeline finds it and drains it."""
     deliverer(queue, RecordingTarget("hook", lambda _d, _n: RETRY)).deliver(
@@ -157,3 +175,22 @@ def test_past_its_limit_a_queued_event_goes_to_the_dead_letters(
     target.answer = lambda _d, _n: OK
     d.drain()
     assert target.acked_ids()[-1] == delivery(1).event_id
+
+
+def test_a_destination_that_is_not_persistent_buries_instead_of_queueing(
+    queue: RetryQueue,
+) -> None:
+    """`persistent=false`: no retry queue; what the batch cannot deliver is a dead letter."""
+    down = RecordingTarget("down", lambda _d, _n: RETRY)
+    policy = RetryPolicy(attempts_in_batch=2, base_delay_s=0.001, persistent=False)
+    d = deliverer(queue, down, policies={"down": policy})
+    events = [delivery(i) for i in range(3)]
+    d.deliver({"topic": events})
+    assert len(down.calls) == 2
+    assert queue.length("down") == 0
+    letters = queue.dead("down")
+    assert [letter.event_id for letter in letters] == ids(events)
+    assert letters[0].error == "not persistent: HTTP 503 from the test"
+    # nothing is queued, so the next batch is tried at once
+    d.deliver({"topic": [delivery(9)]})
+    assert len(down.calls) == 4

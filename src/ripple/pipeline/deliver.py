@@ -40,6 +40,7 @@ class RetryPolicy:
     max_delay_s: float = 60.0  # backoff cap (queue drains)
     time_to_live_s: float = 24 * 3600.0  # past this since the first failure: dead letter
     max_retries: int = 1000  # queue attempts before dead letter
+    persistent: bool = True  # False: no retry queue; what the batch cannot deliver is buried
 
     def backoff_s(self, attempt: int, rng: random.Random) -> float:
         """Delay before attempt `attempt + 1` (attempt counts from 1): exponential, capped,
@@ -124,7 +125,10 @@ class Deliverer:
                 if not retry:
                     return
                 if attempt == policy.attempts_in_batch:
-                    self._queue(target, retry)
+                    if policy.persistent:
+                        self._queue(target, retry)
+                    else:
+                        self._bury(target, [(d, f"not persistent: {e}") for d, e in retry])
                     return
                 self.sleep(policy.backoff_s(attempt, self._rng))
                 pending = [d for d, _ in retry]
@@ -181,6 +185,17 @@ class Deliverer:
             if target.name in queued:
                 delivered += self._drain(target, now_ns, limit)
         return delivered
+
+    def drain_for(self, budget_s: float, limit: int = 2000) -> int:
+        """Drain page after page until nothing due is delivered or `budget_s` is spent, so
+        a recovered destination catches up at its own speed, not one page per interval."""
+        deadline = time.monotonic() + budget_s
+        delivered = 0
+        while True:
+            done = self.drain(limit=limit)
+            delivered += done
+            if done == 0 or time.monotonic() >= deadline:
+                return delivered
 
     def _drain(self, target: Target, now_ns: int, limit: int) -> int:
         policy = self.policy(target)

@@ -11,6 +11,8 @@ push target:
 | `time-to-live` | 86400 | seconds a failing event is retried before it is a dead letter |
 | `max-retries` | 1000 | retries from the queue before it is a dead letter |
 | `retry-sleep-duration` | 0.05 | first backoff in seconds; it doubles with each attempt |
+| `persistent` | true | false: no retry queue; what a batch cannot deliver is a dead letter |
+| `OpaqueData` | none | copied into each event of the topic as `opaqueData` |
 
 Every other argument goes to the push target (see docs/targets.md). A wrong argument raises
 `ValueError` with one line naming the topic and the argument, before anything starts.
@@ -25,14 +27,16 @@ from ripple.notifications.registry import Registry
 from ripple.notifications.topics import Topic
 from ripple.pipeline.deliver import RetryPolicy
 from ripple.subscriptions.store import SubscriptionStore
-from ripple.targets import pubsub, webhook
-from ripple.targets.arguments import positive, whole
+from ripple.targets import amqp, mqtt, nats, pubsub, redis, webhook
+from ripple.targets.arguments import flag, positive, whole
 from ripple.targets.base import Target
+from ripple.targets.opaque import OpaqueDataTarget
 from ripple.targets.subscription import SubscriptionTarget
 
 __all__ = ["Destinations", "build", "topics_in_use"]
 
-RETRY_ARGUMENTS = ("time-to-live", "max-retries", "retry-sleep-duration")
+RETRY_ARGUMENTS = ("time-to-live", "max-retries", "retry-sleep-duration", "persistent")
+COMMON_ARGUMENTS = (*RETRY_ARGUMENTS, "OpaqueData")
 
 
 @dataclass
@@ -66,6 +70,8 @@ def policy_of(topic: Topic, default: RetryPolicy | None = None) -> RetryPolicy:
                 policy,
                 base_delay_s=positive("retry-sleep-duration", args["retry-sleep-duration"]),
             )
+        if "persistent" in args:
+            policy = replace(policy, persistent=flag("persistent", args["persistent"]))
     except ValueError as e:
         raise ValueError(f"topic {topic.name!r}: {e}") from None
     return policy
@@ -73,19 +79,28 @@ def policy_of(topic: Topic, default: RetryPolicy | None = None) -> RetryPolicy:
 
 def push_target(topic: Topic) -> Target | None:
     """The target the topic's push endpoint names, or None for a pull-only topic."""
-    arguments = {k: v for k, v in topic.arguments.items() if k not in RETRY_ARGUMENTS}
+    arguments = {k: v for k, v in topic.arguments.items() if k not in COMMON_ARGUMENTS}
+    endpoint = topic.endpoint
+    target: Target
     match topic.kind:
         case "webhook":
-            return webhook.from_arguments(topic.name, topic.push_endpoint, arguments)
+            target = webhook.from_arguments(topic.name, topic.push_endpoint, arguments)
         case "pubsub":
-            return pubsub.from_arguments(topic.name, topic.pubsub_topic, arguments)
+            target = pubsub.from_arguments(topic.name, topic.pubsub_topic, arguments)
+        case "amqp" | "nats" | "mqtt" | "redis" as kind:
+            assert endpoint is not None
+            module = {"amqp": amqp, "nats": nats, "mqtt": mqtt, "redis": redis}[kind]
+            target = module.from_arguments(topic.name, endpoint, arguments)
         case _:
-            if arguments:
+            extra = [a for a in topic.arguments if a not in ("persistent",)]
+            if extra:
                 raise ValueError(
                     f"topic {topic.name!r} is pull-only, so its arguments "
-                    f"{', '.join(map(repr, arguments))} would do nothing; remove them"
+                    f"{', '.join(map(repr, extra))} would do nothing; remove them"
                 )
             return None
+    opaque = topic.arguments.get("OpaqueData")
+    return OpaqueDataTarget(target, opaque) if opaque is not None else target
 
 
 def build(

@@ -164,7 +164,7 @@ def run(
             while not stop.is_set():
                 if query.awaitTermination(settings.drain_interval_s):  # type: ignore[arg-type]
                     break
-                deliverer.drain()
+                deliverer.drain_for(settings.drain_interval_s)
             failure = query.exception()
         except (StreamingQueryException, Py4JError, ConnectionError) as e:
             failure = e
