@@ -19,7 +19,7 @@ from ripple.gateway import delete_objects as handler
 from ripple.gateway.ratelimit import TokenBuckets
 from ripple.identity import create_key
 from ripple.metabase import delete_objects
-from tests.gateway.conftest import Running
+from tests.gateway.conftest import Running, wait_for
 from tests.gateway.test_listing import error_code, raw_request, seed
 
 NS = "{http://s3.amazonaws.com/doc/2006-03-01/}"
@@ -356,6 +356,8 @@ def test_the_data_of_deleted_objects_is_removed(gateway: Running, s3: Any) -> No
     items = [{"Key": k, "VersionId": puts[k]["VersionId"]} for k in ("a", "b")]
     result = s3.delete_objects(Bucket="files", Delete={"Objects": items})
     assert len(result["Deleted"]) == 2
+    # files are removed once the answer is sent
+    wait_for(lambda: len(data_files(gateway) - before) == 1, what="the two files removed")
     (left,) = data_files(gateway) - before
     assert left.read_bytes() == body
     got = s3.get_object(Bucket="files", Key="c", VersionId=puts["c"]["VersionId"])

@@ -15,6 +15,7 @@ from __future__ import annotations
 import xml.etree.ElementTree as ET
 from collections.abc import Iterable
 
+from starlette.background import BackgroundTask
 from starlette.responses import Response
 
 from ripple.gateway import xml
@@ -112,10 +113,11 @@ async def delete_many(req: S3Request) -> Response:
             can_bypass_governance=key.allow_bypass_governance,
             tag=req.context.tag("delete-objects"),
         )
-        await req.run(free, req, result.removed)  # up to 1000 unlinks: off the event loop
+        removed = result.removed
     else:  # nothing to delete, but a missing bucket still fails the request
         await req.run(get_bucket_info, req.db, req.bucket_location)
         result = DeleteObjectsResult()
+        removed = []
     refused = [
         DeleteObjectsError(
             i.key,
@@ -125,7 +127,10 @@ async def delete_many(req: S3Request) -> Response:
         )
         for i in denied
     ]
-    return xml.response(_result(items, result.deleted, [*result.errors, *refused]))
+    response = xml.response(_result(items, result.deleted, [*result.errors, *refused]))
+    # up to 1000 unlinks, after the answer is sent (a crash first leaves orphans for gc)
+    response.background = BackgroundTask(free, req, removed)
+    return response
 
 
 def _unique(items: Iterable[DeleteObjectsItem]) -> list[DeleteObjectsItem]:

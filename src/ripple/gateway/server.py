@@ -46,7 +46,10 @@ def build_services(settings: Settings, db: Metabase) -> Services:
 def bind(address: str) -> socket.socket:
     """A listening socket on `address` (port 0: any free port), or `GatewayError`."""
     host, port = parse_address(address)
-    sock = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET, socket.SOCK_STREAM)
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    # IPPROTO_TCP explicitly: asyncio sets TCP_NODELAY on accepted connections only for a
+    # listening socket that says so; without it Nagle holds each body back ~40 ms
+    sock = socket.socket(family, socket.SOCK_STREAM, socket.IPPROTO_TCP)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     try:
         sock.bind((host, port))

@@ -10,10 +10,11 @@ unless it changes an object of a bucket with eventing (`eventing`, a cached look
 from __future__ import annotations
 
 import random
+import threading
 import time
 import uuid
 from collections.abc import Callable, Iterator, Mapping
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, TypeVar
@@ -78,7 +79,9 @@ def _sqlite_engine(url: sa.URL) -> Engine:
 
 
 def _postgres_engine(url: sa.URL, echo: bool) -> Engine:
-    engine = sa.create_engine(url, echo=echo, pool_pre_ping=True)
+    # enough kept connections for a gateway's worker threads, so they are not opened and
+    # closed per request
+    engine = sa.create_engine(url, echo=echo, pool_pre_ping=True, pool_size=16, max_overflow=16)
 
     @event.listens_for(engine, "connect")
     def _on_connect(dbapi_conn: Any, _record: Any) -> None:
@@ -104,8 +107,12 @@ class Metabase:
 
     def __init__(self, url: str, *, echo: bool = False, eventing: Eventing | None = None) -> None:
         self.url = normalize_url(url)
+        # SQLite has one writer at a time: this process's writers queue on a lock rather than
+        # in SQLite's busy handler, which sleeps and polls (up to 100 ms a turn)
+        self._writers: AbstractContextManager[object] = nullcontext()
         if self.url.get_backend_name() == "sqlite":
             self.engine = _sqlite_engine(self.url)
+            self._writers = threading.RLock()
         else:
             self.engine = _postgres_engine(self.url, echo)
         # the engine of write transactions (SQLite: BEGIN IMMEDIATE)
@@ -165,7 +172,7 @@ class Metabase:
         capture = Capture(
             tag, system=system, exclude_txn_from_change_streams=exclude_txn_from_change_streams
         )
-        with self.writer.connect() as conn, conn.begin():
+        with self._writers, self.writer.connect() as conn, conn.begin():
             attach(conn, capture)
             try:
                 yield conn
