@@ -34,6 +34,7 @@ from ripple.metabase import (
     create_project,
 )
 from tests.changestream.conftest import Eventing
+from tests.waiting import wait_for
 
 pytestmark = pytest.mark.postgresql
 
@@ -271,14 +272,6 @@ def waiting_on_a_lock(db: Metabase) -> int:
                 "AND pid <> pg_backend_pid() AND wait_event_type = 'Lock'"
             ).scalar_one()
         )
-
-
-def wait_for(condition: Callable[[], bool], what: str, timeout: float = 20.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting until {what}")
-        time.sleep(0.01)
 
 
 @pytest.fixture

@@ -3,7 +3,6 @@ fixture's metabase (SQLite and PostgreSQL), with a user whose key signs boto3's 
 
 from __future__ import annotations
 
-import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -19,6 +18,7 @@ from ripple.gateway.request import Services
 from ripple.gateway.server import Gateway, bind
 from ripple.identity import AccessKey, Keyring, create_user
 from ripple.metabase import Metabase
+from tests.waiting import wait_for
 
 
 @dataclass
@@ -43,14 +43,6 @@ class Running:
             aws_secret_access_key=secret or self.secret,
             config=Config(**settings),
         )
-
-
-def wait_for(condition: Any, timeout: float = 10.0, what: str = "condition") -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        time.sleep(0.01)
 
 
 def start_gateway(services: Services) -> Gateway:

@@ -5,7 +5,6 @@ context (request id, principal, source IP, eTag)."""
 from __future__ import annotations
 
 import json
-import subprocess
 from pathlib import Path
 from typing import Any
 
@@ -14,23 +13,10 @@ import sqlalchemy as sa
 from ripple.metabase import Metabase
 from ripple.metabase.schema import projects
 from tests.gateway.conftest import wait_for
-from tests.gateway.test_serve import client, credentials
-from tests.ripple_process import RIPPLE, RippleProcess, environment, table_rows
+from tests.gateway.test_serve import client, credentials, ripple
+from tests.ripple_process import RippleProcess, table_rows
 
 TOPIC = "projects/ripple-tests/topics/photos"
-
-
-def ripple(cwd: Path, *args: str) -> str:
-    done = subprocess.run(
-        [str(RIPPLE), *args],
-        cwd=cwd,
-        env=environment(),
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    assert done.returncode == 0, done.stderr
-    return done.stdout
 
 
 def test_up_serves_s3_and_delivers_its_events(tmp_path: Path) -> None:

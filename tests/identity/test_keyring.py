@@ -5,8 +5,7 @@ the log (never with the secret)."""
 from __future__ import annotations
 
 import logging
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -22,16 +21,10 @@ from ripple.identity import (
     revoke_key,
 )
 from ripple.metabase import Metabase
+from tests.waiting import wait_for
 
 AK = "AKIAIOSFODNN7EXAMPLE"
 SK = "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY"
-
-
-def wait_for(condition: Callable[[], bool], timeout: float = 10.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        assert time.monotonic() < deadline, "condition not met in time"
-        time.sleep(0.01)
 
 
 class Queries:

@@ -37,6 +37,7 @@ from ripple.targets.base import OK, Delivery, Outcome, Result, one_line
 from ripple.targets.endpoints import parse_endpoint
 from tests.conftest import service_missing
 from tests.targets.conftest import delivery, event_record
+from tests.waiting import wait_for
 
 HOST, PORT = "127.0.0.1", 5672
 URL = f"amqp://guest:guest@{HOST}:{PORT}/"
@@ -66,14 +67,6 @@ def accepting() -> bool:
     except Exception:
         return False
     return True
-
-
-def wait_for(condition: Callable[[], bool], what: str, timeout: float = 60.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout:g} s waiting until {what}")
-        time.sleep(0.05)
 
 
 @pytest.fixture(scope="module")

@@ -41,6 +41,7 @@ from ripple.targets.endpoints import parse_endpoint
 from ripple.targets.mqtt import MqttTarget, from_arguments
 from tests.conftest import service_missing
 from tests.targets.conftest import delivery
+from tests.waiting import wait_for
 
 HOST, PORT = "127.0.0.1", 1883
 CONF = "/etc/mosquitto/mosquitto.conf"
@@ -59,14 +60,6 @@ def accepting(port: int = PORT) -> bool:
     except OSError:
         return False
     return True
-
-
-def wait_for(condition: Callable[[], bool], what: str, timeout: float = 20.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout:g} s waiting until {what}")
-        time.sleep(0.02)
 
 
 def batch(n: int, start: int = 0) -> list[Delivery]:

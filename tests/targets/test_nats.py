@@ -40,6 +40,7 @@ from ripple.targets.endpoints import parse_endpoint
 from ripple.targets.nats import NatsTarget, default_subject, from_arguments
 from tests.conftest import service_missing
 from tests.targets.conftest import delivery, event_record
+from tests.waiting import wait_for
 
 HOST, PORT = "127.0.0.1", 4222
 SERVER = f"nats://{HOST}:{PORT}"
@@ -77,14 +78,6 @@ def jetstream(action: Callable[[JetStreamContext], Awaitable[T]]) -> T:
 
 async def _quiet(error: Exception) -> None:
     """nats-py logs every failed connection attempt as an error; these are expected."""
-
-
-def wait_for(condition: Callable[[], bool], what: str, timeout: float = 20.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout:g} s waiting until {what}")
-        time.sleep(0.02)
 
 
 def accepting() -> bool:

@@ -37,6 +37,7 @@ from ripple.targets.endpoints import parse_endpoint
 from ripple.targets.redis import RedisConfig, RedisTarget, from_arguments, sequencer_key
 from tests.conftest import service_missing
 from tests.targets.conftest import delivery, event_record
+from tests.waiting import wait_for
 
 PORT = 6379
 DB = 0
@@ -60,14 +61,6 @@ START = [
 ]
 STOP = ["redis-cli", "-p", str(PORT), "shutdown", "nosave"]
 Server = Any  # a redis.Redis: redis-py types its replies for sync and async clients at once
-
-
-def wait_for(condition: Callable[[], bool], what: str, timeout: float = 20.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout:g} s waiting until {what}")
-        time.sleep(0.01)
 
 
 def port_open() -> bool:

@@ -15,7 +15,6 @@ import http.server
 import re
 import socket
 import threading
-import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
@@ -25,6 +24,7 @@ import pytest
 from ripple.targets.base import OK, Outcome, Result
 from ripple.targets.webhook import WebhookConfig, WebhookTarget, from_arguments
 from tests.targets.conftest import delivery
+from tests.waiting import wait_for
 
 Action = int | str  # a status code, "close" or "hold"
 MakeTarget = Callable[..., WebhookTarget]
@@ -94,14 +94,6 @@ class HookServer:
         self.httpd.shutdown()
         self.httpd.server_close()
         self._thread.join(5)
-
-
-def wait_for(condition: Callable[[], bool], timeout: float = 5.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        if time.monotonic() > deadline:
-            raise AssertionError("condition not met within the deadline")
-        time.sleep(0.005)
 
 
 @pytest.fixture
