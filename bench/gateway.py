@@ -66,13 +66,13 @@ from pathlib import Path
 from typing import Any
 
 import boto3
-import psycopg
 import sqlalchemy as sa
 from botocore.config import Config
 from rich.console import Console
-from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+from rich.progress import Progress
 from rich.table import Table
 
+from common import fresh_postgres_database, progress_bar  # bench/common.py (bench/ is on sys.path)
 from ripple.config import ENVIRONMENT_VARIABLES
 
 console = Console(stderr=True)
@@ -91,15 +91,7 @@ CLOCK_TICK = os.sysconf("SC_CLK_TCK")
 
 
 def _bar() -> Progress:
-    return Progress(
-        TextColumn("{task.description}"),
-        BarColumn(),
-        TextColumn("{task.completed:,.0f}/{task.total:,.0f}"),
-        TimeElapsedColumn(),
-        TimeRemainingColumn(),
-        console=console,
-        transient=True,
-    )
+    return progress_bar(console)
 
 
 # --- the database and the server --------------------------------------------------------
@@ -112,14 +104,8 @@ def database(kind: str, workdir: Path, admin_url: str) -> Iterator[str]:
     if kind == "sqlite":
         yield f"sqlite:///{workdir / 'metabase.db'}"
         return
-    name = f"ripple_bench_{secrets.token_hex(6)}"
-    with psycopg.connect(admin_url, autocommit=True, connect_timeout=5) as conn:
-        conn.execute(f'CREATE DATABASE "{name}"')
-    try:
-        yield sa.make_url(admin_url).set(database=name).render_as_string(hide_password=False)
-    finally:
-        with psycopg.connect(admin_url, autocommit=True) as conn:
-            conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+    with fresh_postgres_database(admin_url, f"ripple_bench_{secrets.token_hex(6)}") as url:
+        yield url
 
 
 def environment(**env: str) -> dict[str, str]:

@@ -54,13 +54,13 @@ from pathlib import Path
 from typing import Any
 
 import orjson
-import psycopg
 import pyarrow as pa
 import sqlalchemy as sa
 from rich.console import Console
-from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+from rich.progress import Progress
 from rich.table import Table
 
+from common import fresh_postgres_database, progress_bar  # bench/common.py (bench/ is on sys.path)
 from receiver import Receiver, receiver_ceiling  # bench/receiver.py (bench/ is on sys.path)
 from ripple.changestream.reader import DEFAULT_STREAM, ChangeStreamReader
 from ripple.changestream.schema import change_offsets
@@ -106,15 +106,7 @@ TARGET_P99_S = 1.5
 
 
 def _bar() -> Progress:
-    return Progress(
-        TextColumn("{task.description}"),
-        BarColumn(),
-        TextColumn("{task.completed:,.0f}/{task.total:,.0f}"),
-        TimeElapsedColumn(),
-        TimeRemainingColumn(),
-        console=console,
-        transient=True,
-    )
+    return progress_bar(console)
 
 
 # --- the loopback HTTP receiver (its own process) ----------------------------------------
@@ -196,15 +188,9 @@ def database(kind: str) -> Iterator[str]:
         with tempfile.TemporaryDirectory(prefix="ripple-bench-") as tmp:
             yield f"sqlite:///{Path(tmp) / 'metabase.db'}"
         return
-    admin = sa.make_url(ADMIN_URL)
     name = f"ripple_bench_pipeline_{uuid.uuid4().hex[:12]}"
-    with psycopg.connect(ADMIN_URL, autocommit=True, connect_timeout=5) as conn:
-        conn.execute(f'CREATE DATABASE "{name}"')
-    try:
-        yield admin.set(database=name).render_as_string(hide_password=False)
-    finally:
-        with psycopg.connect(ADMIN_URL, autocommit=True) as conn:
-            conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+    with fresh_postgres_database(ADMIN_URL, name) as url:
+        yield url
 
 
 def make_world(url: str, buckets: int, versioned: bool, sync_commit: bool) -> World:

@@ -92,9 +92,10 @@ from paho.mqtt.enums import CallbackAPIVersion, MQTTProtocolVersion
 from pika.adapters.select_connection import SelectConnection
 from pika.channel import Channel
 from rich.console import Console
-from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+from rich.progress import Progress
 from rich.table import Table
 
+from common import progress_bar  # bench/common.py (bench/ is on sys.path)
 from ripple.targets import amqp, mqtt
 from ripple.targets import nats as nats_target
 from ripple.targets import redis as redis_target
@@ -121,15 +122,7 @@ CLK_TCK = os.sysconf("SC_CLK_TCK")
 
 
 def _bar() -> Progress:
-    return Progress(
-        TextColumn("{task.description}"),
-        BarColumn(),
-        TextColumn("{task.completed:,.0f}/{task.total:,.0f}"),
-        TimeElapsedColumn(),
-        TimeRemainingColumn(),
-        console=console,
-        transient=True,
-    )
+    return progress_bar(console)
 
 
 # --- a quiet machine -----------------------------------------------------------------------
