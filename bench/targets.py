@@ -5,10 +5,13 @@ a ~650-byte message `{"Records":[event]}` with the attributes eventName, bucket,
 sequencer) are published through the target, built by its `from_arguments` as the pipeline
 builds it, in batches of --batch (the next batch starts when every result of the previous
 one is in, as the pipeline's micro-batches do), at the strongest acknowledgement level:
-  - amqp:  `amqp-ack-level=broker` (publisher confirms), persistent messages, into a fresh
-           topic exchange with a fresh durable classic queue bound to it; once with the
-           queue's storage version 1 (RabbitMQ 3.10's default) and once with
-           `x-queue-version: 2`. Checked: the queue's depth. To see where the limit is,
+  - amqp:  `amqp-ack-level=broker` (publisher confirms), persistent messages, with the
+           target's default 2 connections (`amqp-connections`), into a fresh topic
+           exchange with a fresh durable queue bound to it: a classic queue with storage
+           version 1 (RabbitMQ 3.10's default), the same with the target on 1 connection,
+           a classic queue with `x-queue-version: 2`, and a stream queue
+           (`x-queue-type: stream`, an append-only log). Checked: the queue's depth (a
+           stream's is counted by reading it from the first offset). To see where the limit is,
            also once without confirms (`amqp-ack-level=none`, queue v1), timed until the
            queue holds every message, and pika alone with confirms but transient messages
            (delivery_mode 1, which AmqpTarget never sends): what persisting costs. The
@@ -26,7 +29,7 @@ results are not all `ok`, or whose broker does not hold every message, fails the
 Queues, streams and keys are deleted afterwards.
 Baseline of the same run: the raw client library doing the same work without ripple (the
 same messages, headers and properties, batches and in-flight window): pika's
-SelectConnection with publisher confirms (without confirms: BlockingConnection's
+SelectConnection with publisher confirms on one connection (without confirms: BlockingConnection's
 basic_publish); nats-py's `js.publish` by 256 tasks; paho-mqtt
 publishing at QoS 1 with its own window of 1000 PUBACKs; redis-py pipelines of 1000 XADDs.
 Rounds alternate which of the two goes first; the figures are medians over --rounds.
@@ -443,12 +446,20 @@ def amqp_channel() -> Iterator[Any]:
         conn.close()
 
 
+QUEUE_ARGUMENTS: dict[str, dict[str, Any]] = {
+    "v1": {"x-queue-version": 1},
+    "v2": {"x-queue-version": 2},
+    "stream": {"x-queue-type": "stream"},
+}
+
+
 @dataclass
 class AmqpRoute:
-    """A fresh durable topic exchange and a durable classic queue bound to it."""
+    """A fresh durable topic exchange and a durable queue bound to it: a classic queue
+    (storage version 1 or 2) or a stream."""
 
     topic: str
-    queue_version: int = 1
+    kind: str = "v1"  # a key of QUEUE_ARGUMENTS
     tag: str = field(default_factory=lambda: uuid.uuid4().hex[:10])
 
     @property
@@ -462,14 +473,31 @@ class AmqpRoute:
     def declare(self) -> None:
         with amqp_channel() as ch:
             ch.exchange_declare(self.exchange, "topic", durable=True)
-            ch.queue_declare(
-                self.queue, durable=True, arguments={"x-queue-version": self.queue_version}
-            )
+            ch.queue_declare(self.queue, durable=True, arguments=QUEUE_ARGUMENTS[self.kind])
             ch.queue_bind(self.queue, self.exchange, self.topic)
 
     def depth(self) -> int:
+        if self.kind == "stream":
+            return self.stream_length()
         with amqp_channel() as ch:
             return int(ch.queue_declare(self.queue, passive=True).method.message_count)
+
+    def stream_length(self, idle_s: float = 5.0) -> int:
+        """A stream reports no depth (RabbitMQ 3.10): read it from the first offset and
+        count until nothing more arrives for `idle_s`."""
+        count = 0
+        with amqp_channel() as ch:
+            ch.basic_qos(prefetch_count=2000)
+            for method, _properties, _body in ch.consume(
+                self.queue, arguments={"x-stream-offset": "first"}, inactivity_timeout=idle_s
+            ):
+                if method is None:
+                    break
+                count += 1
+                if count % 1000 == 0:
+                    ch.basic_ack(method.delivery_tag, multiple=True)
+            ch.cancel()
+        return count
 
     def wait_depth(self, expected: int, timeout_s: float = 120.0) -> None:
         """Poll the queue's depth (one connection, every 10 ms) until it is `expected`."""
@@ -638,18 +666,20 @@ def pika_unconfirmed(
 
 def bench_amqp(
     client: str,
-    queue_version: int,
+    queue: str,
     messages: Sequence[Message],
     args: argparse.Namespace,
     ack_level: str = "broker",
     delivery_mode: int = 2,
+    connections: int = 2,
 ) -> Measured:
-    """AMQP into a fresh exchange and durable queue. With `ack_level="none"` (no publisher
-    confirms) the time runs until the queue holds every message; `delivery_mode=1`
-    (transient messages, pika only: AmqpTarget always publishes persistent ones) shows
-    what persisting costs the broker."""
+    """AMQP into a fresh exchange and durable queue (`queue`: v1, v2 or stream). With
+    `ack_level="none"` (no publisher confirms) the time runs until the queue holds every
+    message; `delivery_mode=1` (transient messages, pika only: AmqpTarget always publishes
+    persistent ones) shows what persisting costs the broker. `connections` is the
+    target's `amqp-connections` (pika always uses one)."""
     topic = f"bench-events-{uuid.uuid4().hex[:8]}"
-    route = AmqpRoute(topic, queue_version)
+    route = AmqpRoute(topic, queue)
     route.declare()
     beam = pids_named("beam.smp")
     meter = CpuMeter({"client": self_pid, "broker": lambda: beam}, disk=("broker",))
@@ -661,16 +691,21 @@ def bench_amqp(
         else "amqp_transient"
         if delivery_mode == 1
         else "amqp"
-        if queue_version == 1
-        else "amqp_v2"
+        if queue == "v1"
+        else f"amqp_{queue}"
     )
-    what = f"{name}: {client}, classic queue v{queue_version}"
+    links = connections if client == "ripple" else 1
+    what = f"{name}: {client}, {queue} queue, {links} connection{'s' * (links > 1)}"
     try:
         if client == "ripple":
             target = amqp.from_arguments(
                 topic,
                 parse_endpoint(f"amqp://{HOST}:{AMQP_PORT}"),
-                {"amqp-exchange": route.exchange, "amqp-ack-level": ack_level},
+                {
+                    "amqp-exchange": route.exchange,
+                    "amqp-ack-level": ack_level,
+                    "amqp-connections": str(connections),
+                },
             )
             settle = None
             if ack_level == "none":
@@ -1029,24 +1064,31 @@ def cases_for(target: str) -> list[tuple[str, list[Case]]]:
         return [
             *(
                 (
-                    f"amqp_v{v}" if v == 2 else "amqp",
+                    "amqp" if q == "v1" else f"amqp_{q}",
                     [
-                        ("ripple", lambda m, a, v=v: bench_amqp("ripple", v, m, a)),
-                        ("pika", lambda m, a, v=v: bench_amqp("pika", v, m, a)),
+                        ("ripple", lambda m, a, q=q: bench_amqp("ripple", q, m, a)),
+                        ("pika", lambda m, a, q=q: bench_amqp("pika", q, m, a)),
                     ],
                 )
-                for v in (1, 2)
+                for q in ("v1", "v2", "stream")
+            ),
+            (
+                "amqp_1conn",
+                [
+                    ("ripple", lambda m, a: bench_amqp("ripple", "v1", m, a, connections=1)),
+                    ("pika", lambda m, a: bench_amqp("pika", "v1", m, a)),
+                ],
             ),
             (
                 "amqp_none",
                 [
-                    ("ripple", lambda m, a: bench_amqp("ripple", 1, m, a, "none")),
-                    ("pika", lambda m, a: bench_amqp("pika", 1, m, a, "none")),
+                    ("ripple", lambda m, a: bench_amqp("ripple", "v1", m, a, "none")),
+                    ("pika", lambda m, a: bench_amqp("pika", "v1", m, a, "none")),
                 ],
             ),
             (
                 "amqp_transient",
-                [("pika", lambda m, a: bench_amqp("pika", 1, m, a, delivery_mode=1))],
+                [("pika", lambda m, a: bench_amqp("pika", "v1", m, a, delivery_mode=1))],
             ),
         ]
     runner = {"nats": bench_nats, "mqtt": bench_mqtt, "redis": bench_redis}[target]
@@ -1129,7 +1171,7 @@ def bench_pipeline(args: argparse.Namespace) -> dict[str, Any]:
         with pb.database(args.database) as url:
             world = pb.make_world(url, 1, False, False)
             world.store.delete(pb.SUBSCRIPTION)  # the topic pushes to AMQP, nothing pulls
-            route = AmqpRoute(pb.TOPIC, queue_version=1)
+            route = AmqpRoute(pb.TOPIC, "v1")
             try:
                 route.declare()
                 toml = (
@@ -1231,6 +1273,8 @@ def bench_pipeline(args: argparse.Namespace) -> dict[str, Any]:
 ROW_TITLES = {
     "amqp": "amqp confirms, queue v1",
     "amqp_v2": "amqp confirms, queue v2",
+    "amqp_stream": "amqp confirms, stream",
+    "amqp_1conn": "amqp confirms, v1, 1 conn.",
     "amqp_none": "amqp no confirms, v1",
     "amqp_transient": "amqp transient msgs, v1",
     "nats": "nats PubAck, file",
@@ -1416,6 +1460,8 @@ def main() -> int:
         "redis_events_per_s": rate("redis"),
         "pipeline_amqp_events_per_s": pipeline["events_per_s"] if pipeline else None,
         "amqp_v2_events_per_s": rate("amqp_v2"),
+        "amqp_stream_events_per_s": rate("amqp_stream"),
+        "amqp_one_connection_events_per_s": rate("amqp_1conn"),
         "amqp_no_confirms_events_per_s": rate("amqp_none"),
         "amqp_transient_pika_events_per_s": rows["amqp_transient"]["baseline_events_per_s"]
         if "amqp_transient" in rows

@@ -192,11 +192,28 @@ def deliveries(n: int, prefix: str = "2026/cat", start: int = 0) -> list[Deliver
     return [delivery(f"{prefix}-{i}.jpg", n=i) for i in range(start, start + n)]
 
 
-def assert_arrived(route: Route, sent: list[Delivery]) -> None:
-    """What the queue holds is exactly `sent`, in order, byte for byte."""
+def per_object(ids: list[str], sent: list[Delivery]) -> dict[tuple[str, str], list[str]]:
+    """The event ids of each object (bucket, key), in the order of `ids`."""
+    objects = {d.event_id: (d.attributes["bucket"], d.attributes["key"]) for d in sent}
+    order: dict[tuple[str, str], list[str]] = {}
+    for event_id in ids:
+        order.setdefault(objects[event_id], []).append(event_id)
+    return order
+
+
+def assert_arrived(route: Route, sent: list[Delivery], *, whole_order: bool = False) -> None:
+    """What the queue holds is exactly `sent`, byte for byte, each object's events in the
+    order they were given (with `whole_order`, all of them: one connection)."""
     received = route.consume()
-    assert [body for _, _, body in received] == [d.body for d in sent]
-    for (method, properties, _), d in zip(received, sent, strict=True):
+    ids = [properties.message_id for _, properties, _ in received]
+    if whole_order:
+        assert ids == [d.event_id for d in sent]
+    assert sorted(body for _, _, body in received) == sorted(d.body for d in sent)
+    assert per_object(ids, sent) == per_object([d.event_id for d in sent], sent)
+    by_id = {d.event_id: d for d in sent}
+    for method, properties, body in received:
+        d = by_id[properties.message_id]
+        assert body == d.body
         assert method.exchange == route.exchange
         assert method.routing_key == route.topic
         assert properties.message_id == d.event_id
@@ -264,17 +281,35 @@ def test_a_batch_larger_than_max_in_flight(route: Route, target_for: MakeTarget)
     route.declare_exchange()
     route.bind_queue()
     sent = deliveries(2500)
-    target = target_for(**{"max-in-flight": "64"})
+    target = target_for(**{"max-in-flight": "64", "amqp-connections": "1"})
     assert target.publish(sent) == [OK] * len(sent)
     assert target.publish(sent[:10]) == [OK] * 10  # the same connection goes on
-    assert_arrived(route, sent + sent[:10])
+    assert_arrived(route, sent + sent[:10], whole_order=True)
+
+
+def test_each_objects_events_keep_their_order_across_connections(
+    route: Route, target_for: MakeTarget
+) -> None:
+    """Four connections share a batch of 40 objects x 25 events, given interleaved: every
+    connection publishes, and each object's events arrive in the order given."""
+    route.declare_exchange()
+    route.bind_queue()
+    sent = [delivery(f"2026/object-{k}.jpg", n=1000 * k + v) for v in range(25) for k in range(40)]
+    target = target_for(**{"max-in-flight": "32", "amqp-connections": "4"})
+    assert target.publish(sent) == [OK] * len(sent)
+    assert_arrived(route, sent)
+    assert target._loop is not None
+    published = [io.next_tag - 1 for io in target._loop.publishers]
+    assert len(published) == 4
+    assert all(n > 0 for n in published)
+    assert sum(published) == len(sent)
 
 
 def test_concurrent_batches_share_the_connection(route: Route, target_for: MakeTarget) -> None:
     """A batch and a retry-queue drain may publish at the same time."""
     route.declare_exchange()
     route.bind_queue()
-    target = target_for(**{"max-in-flight": "50"})
+    target = target_for(**{"max-in-flight": "50", "amqp-connections": "1"})
     batches = [deliveries(300, prefix=f"thread-{t}", start=1000 * t) for t in range(4)]
     results: dict[int, list[Any]] = {}
 
@@ -580,8 +615,10 @@ def test_from_arguments() -> None:
             "verify-ssl": "false",
             "timeout": "2.5",
             "max-in-flight": "100",
+            "amqp-connections": "3",
         },
     )
+    assert target.connections == 3
     assert (target.name, target.routing_key, target.exchange) == (
         "photos-events",
         "photos-events",
@@ -601,6 +638,7 @@ def test_from_arguments() -> None:
 
     defaults = from_arguments("t", parse_endpoint("amqp://h"), {"amqp-exchange": "x"})
     assert (defaults.ack_level, defaults.verify_ssl, defaults.timeout_s) == ("broker", True, 10.0)
+    assert defaults.connections == 2
     plain = defaults.connection_parameters()
     assert (plain.port, plain.virtual_host, plain.ssl_options) == (5672, "/", None)
     assert plain.credentials == pika.PlainCredentials("guest", "guest")
@@ -620,6 +658,11 @@ def test_from_arguments() -> None:
         ({"amqp-exchange": "x", "timeout": "0"}, "argument 'timeout'"),
         ({"amqp-exchange": "x", "max-in-flight": "1.5"}, "argument 'max-in-flight'"),
         ({"amqp-exchange": "x", "amqp-vhost": "/"}, "unknown argument 'amqp-vhost'"),
+        (
+            {"amqp-exchange": "x", "amqp-connections": "17"},
+            "argument 'amqp-connections' must be 1 to 16, not '17'",
+        ),
+        ({"amqp-exchange": "x", "amqp-connections": "0"}, "argument 'amqp-connections'"),
     ],
 )
 def test_from_arguments_names_a_wrong_argument(arguments: dict[str, str], message: str) -> None:

@@ -21,14 +21,22 @@ batch is answered `retry` with an error naming the exchange, since it may be cre
   unroutable is `retry` ("no queue bound to exchange X with routing key Y").
 
 Throughput. Waiting for each confirm in turn (pika's `BlockingChannel` in confirm mode)
-gives one round trip per message. Instead the target owns one `SelectConnection` on an I/O
-loop in its own thread, from `open()` to `close()`: `publish` hands the batch to the loop and
-waits; the loop publishes the batch's messages back to back, keeping at most
-`max-in-flight` of them unconfirmed, and settles them as `Basic.Ack` / `Basic.Nack` frames
-arrive (one with `multiple=True` settles every delivery tag up to its own). Returns
-(`Basic.Return`, which the broker sends before the message's confirm) are matched to the
-earliest unconfirmed message with the same message id. Batches given concurrently (a batch
-and a retry-queue drain) share the connection; each is answered in its own order.
+gives one round trip per message. Instead the target owns `amqp-connections` (default 2)
+`SelectConnection`s, on one I/O loop in its own thread, from `open()` to `close()`:
+`publish` splits the batch among them by a hash of bucket and key, hands each its share and
+waits; each loop publishes its messages back to back, keeping at most `max-in-flight` of
+them unconfirmed, and settles them as `Basic.Ack` / `Basic.Nack` frames arrive (one with
+`multiple=True` settles every delivery tag up to its own). Returns (`Basic.Return`, which
+the broker sends before the message's confirm) are matched to the earliest unconfirmed
+message with the same message id. Batches given concurrently (a batch and a retry-queue
+drain) share the connections; each is answered in its own order.
+
+Order. One object's events always take the same connection and channel, so the broker
+keeps them in the order they were published; events of different objects may interleave
+differently than they were given (S3 promises no order either: consumers order one
+object's events by `sequencer`). `amqp-connections=1` keeps the whole order. A second
+connection lets the broker confirm on two of its schedulers at once: on this project's
+2-core benchmark machine it raised confirmed throughput by about a fifth (BENCHMARKS.md).
 
 Failures are all `retry`, with a one-line error: the broker cannot be reached, refuses the
 login ("authentication failed …") or the vhost, closes the connection (a restart) or the
@@ -45,6 +53,7 @@ import logging
 import ssl
 import threading
 import time
+import zlib
 from collections import deque
 from collections.abc import Callable, Mapping, Sequence
 from typing import Literal, get_args
@@ -76,6 +85,7 @@ ACK_LEVELS: tuple[str, ...] = get_args(AckLevel)
 CONTENT_TYPE = "application/json"
 _FLUSH_POLL_S = 0.001  # ack level none: how often to look whether the socket took the data
 _CLOSE_WAIT_S = 5.0  # close(): how long the I/O thread may take to close the connection
+MAX_CONNECTIONS = 16
 
 
 class _Batch:
@@ -138,6 +148,7 @@ class AmqpTarget:
         verify_ssl: bool = True,
         timeout_s: float = 10.0,
         max_in_flight: int = 5000,
+        connections: int = 2,
     ) -> None:
         if isinstance(endpoint, str):
             endpoint = parse_endpoint(endpoint)
@@ -151,6 +162,8 @@ class AmqpTarget:
             raise ValueError(f"timeout_s must be a positive number of seconds, not {timeout_s}")
         if max_in_flight < 1:
             raise ValueError(f"max_in_flight must be at least 1, not {max_in_flight}")
+        if not 1 <= connections <= MAX_CONNECTIONS:
+            raise ValueError(f"connections must be 1 to {MAX_CONNECTIONS}, not {connections}")
         if not name:
             raise ValueError("the target needs a name: it is the routing key")
         self.name = name
@@ -161,26 +174,47 @@ class AmqpTarget:
         self.verify_ssl = verify_ssl
         self.timeout_s = timeout_s
         self.max_in_flight = max_in_flight
+        self.connections = connections
         self._confirms = ack_level != "none"
         self._mandatory = ack_level == "routable"
         self._where = f"{endpoint.redacted} exchange {exchange!r}"
-        self._io: _Publisher | None = None
+        self._loop: _Loop | None = None
         self._open_lock = threading.Lock()
 
     def open(self) -> None:
         with self._open_lock:
-            if self._io is None:
-                self._io = _Publisher(self)
-                self._io.start()
+            if self._loop is None:
+                self._loop = _Loop(self)
+                self._loop.start()
 
     def publish(self, deliveries: Sequence[Delivery]) -> list[Result]:
-        io = self._io
-        if io is None:
+        loop = self._loop
+        if loop is None:
             raise RuntimeError(f"AMQP target {self.name!r} is not open: call open() first")
-        batch = _Batch(deliveries)
         if not deliveries:
             return []
-        io.submit(batch)
+        publishers = loop.publishers
+        if len(publishers) == 1:
+            return self._settled(publishers[0], _Batch(deliveries), submit=True)
+        shares: list[list[int]] = [[] for _ in publishers]
+        for index, delivery in enumerate(deliveries):
+            shares[_object_hash(delivery) % len(publishers)].append(index)
+        batches = []
+        for io, share in zip(publishers, shares, strict=True):
+            if share:
+                batch = _Batch([deliveries[i] for i in share])
+                io.submit(batch)
+                batches.append((io, share, batch))
+        results: list[Result] = [OK] * len(deliveries)
+        for io, share, batch in batches:  # each has its own time-out clock
+            for index, result in zip(share, self._settled(io, batch), strict=True):
+                results[index] = result
+        return results
+
+    def _settled(self, io: _Publisher, batch: _Batch, *, submit: bool = False) -> list[Result]:
+        """Wait until `batch` is answered, or has made no progress for `timeout_s`."""
+        if submit:
+            io.submit(batch)
         while not batch.done.wait(max(0.0, batch.progress + self.timeout_s - time.monotonic())):
             if time.monotonic() - batch.progress >= self.timeout_s:
                 results = batch.give_up(io.stalled_error())
@@ -190,12 +224,12 @@ class AmqpTarget:
 
     def close(self) -> None:
         with self._open_lock:
-            io, self._io = self._io, None
-        if io is not None:
-            io.stop()
+            loop, self._loop = self._loop, None
+        if loop is not None:
+            loop.stop()
 
-    def connection_parameters(self) -> pika.ConnectionParameters:
-        """How the I/O thread connects: bounded waits, TLS for amqps://."""
+    def connection_parameters(self, number: int = 0) -> pika.ConnectionParameters:
+        """How I/O thread `number` connects: bounded waits, TLS for amqps://."""
         ep = self.endpoint
         ssl_options = None
         if ep.tls:
@@ -214,19 +248,69 @@ class AmqpTarget:
             socket_timeout=self.timeout_s,
             stack_timeout=self.timeout_s,
             blocked_connection_timeout=self.timeout_s,
-            client_properties={"connection_name": f"ripple {self.name}"},
+            client_properties={"connection_name": f"ripple {self.name} #{number}"},
         )
 
 
-class _Publisher:
-    """The target's I/O thread: one pika I/O loop, its connection and channel, and the
-    deliveries waiting to be published or confirmed. Everything but `submit`, `abandon`,
-    `stop` and `stalled_error` runs on the loop's thread."""
+class _Loop:
+    """The target's I/O thread: one pika I/O loop that runs all of its connections (two
+    connections on one thread confirm faster than two threads contending for the GIL)."""
 
     def __init__(self, target: AmqpTarget) -> None:
         self.t = target
         self.ioloop = IOLoop()
+        self.publishers = [_Publisher(target, n, self) for n in range(target.connections)]
         self.thread = threading.Thread(target=self._run, name=f"amqp-{target.name}", daemon=True)
+        self.stopping = False
+
+    def start(self) -> None:
+        self.thread.start()
+        for publisher in self.publishers:  # connect now, not on the first batch
+            self.ioloop.add_callback_threadsafe(publisher._ensure)
+
+    def stop(self) -> None:
+        self.ioloop.add_callback_threadsafe(self._shutdown)
+        self.thread.join(self.t.timeout_s + _CLOSE_WAIT_S)
+        if self.thread.is_alive():
+            log.warning("AMQP target %s: the I/O thread did not stop", self.t.name)
+            return
+        self.ioloop.close()
+
+    def _run(self) -> None:
+        while True:
+            try:
+                self.ioloop.start()
+            except Exception as e:  # a bug in a callback: answer what is in flight, go on
+                log.exception("AMQP target %s: error in the I/O loop", self.t.name)
+                for publisher in self.publishers:
+                    publisher._drop_connection(f"internal error: {one_line(e)}")
+                    publisher._fail_all(f"internal error: {one_line(e)}")
+            if self.stopping:
+                return
+
+    def _shutdown(self) -> None:
+        self.stopping = True
+        for publisher in self.publishers:
+            publisher._shutdown()
+        self.ioloop.call_later(_CLOSE_WAIT_S, self.ioloop.stop)  # in case one never closes
+        self.closed()
+
+    def closed(self) -> None:
+        """When stopping: end the loop once every connection is closed."""
+        if self.stopping and all(p.conn is None or p.conn.is_closed for p in self.publishers):
+            self.ioloop.stop()
+
+
+class _Publisher:
+    """One connection of the target, its channel, and the deliveries waiting to be
+    published or confirmed on it. Everything but `submit`, `abandon` and `stalled_error`
+    runs on the loop's thread."""
+
+    def __init__(self, target: AmqpTarget, number: int, loop: _Loop) -> None:
+        self.t = target
+        self.number = number
+        self.loop = loop
+        self.ioloop = loop.ioloop
         self.stopping = False
         self.conn: SelectConnection | None = None
         self.channel: Channel | None = None
@@ -243,10 +327,6 @@ class _Publisher:
 
     # called from other threads -------------------------------------------------------------
 
-    def start(self) -> None:
-        self.thread.start()
-        self.ioloop.add_callback_threadsafe(self._ensure)  # connect now, not on the first batch
-
     def submit(self, batch: _Batch) -> None:
         self.ioloop.add_callback_threadsafe(lambda: self._submit(batch))
 
@@ -261,26 +341,7 @@ class _Publisher:
             return self.error or (f"no channel to {self.t._where} within {self.t.timeout_s:g}s")
         return f"not confirmed by the broker within {self.t.timeout_s:g}s: {self.t._where}"
 
-    def stop(self) -> None:
-        self.ioloop.add_callback_threadsafe(self._shutdown)
-        self.thread.join(self.t.timeout_s + _CLOSE_WAIT_S)
-        if self.thread.is_alive():
-            log.warning("AMQP target %s: the I/O thread did not stop", self.t.name)
-            return
-        self.ioloop.close()
-
     # the I/O thread --------------------------------------------------------------------------
-
-    def _run(self) -> None:
-        while True:
-            try:
-                self.ioloop.start()
-            except Exception as e:  # a bug in a callback: answer what is in flight, go on
-                log.exception("AMQP target %s: error in the I/O loop", self.t.name)
-                self._drop_connection(f"internal error: {one_line(e)}")
-                self._fail_all(f"internal error: {one_line(e)}")
-            if self.stopping:
-                return
 
     def _submit(self, batch: _Batch) -> None:
         if self.stopping:
@@ -304,7 +365,7 @@ class _Publisher:
 
     def _connect(self) -> None:
         try:
-            params = self.t.connection_parameters()
+            params = self.t.connection_parameters(self.number)
         except Exception as e:  # e.g. an unreadable TLS set-up
             self._fail_waiting(f"cannot connect to {self.t.endpoint.redacted}: {one_line(e)}")
             return
@@ -335,7 +396,7 @@ class _Publisher:
         log.warning("AMQP target %s: %s", self.t.name, self.error)
         self._fail_all(self.error)
         if self.stopping:
-            self.ioloop.stop()
+            self.loop.closed()
 
     def _on_connection_closed(self, conn: SelectConnection, error: BaseException) -> None:
         if conn is not self.conn:
@@ -346,7 +407,7 @@ class _Publisher:
         self.blocked = None
         if self.stopping:
             self._fail_all(f"the AMQP target {self.t.name!r} is closing")
-            self.ioloop.stop()
+            self.loop.closed()
             return
         self.error = f"connection to {self.t.endpoint.redacted} lost: {_reason(error)}"
         if self.unconfirmed or self.waiting:
@@ -574,12 +635,8 @@ class _Publisher:
         self.stopping = True
         self._fail_waiting(f"the AMQP target {self.t.name!r} is closing")
         conn = self.conn
-        if conn is None or conn.is_closed:
-            self.ioloop.stop()
-            return
-        if not conn.is_closing:
+        if conn is not None and not (conn.is_closed or conn.is_closing):
             conn.close()
-        self.ioloop.call_later(_CLOSE_WAIT_S, self.ioloop.stop)  # in case it never closes
 
     def _fail_waiting(self, error: str) -> None:
         waiting, self.waiting = list(self.waiting), deque()
@@ -643,14 +700,40 @@ def _write_buffer_size(conn: SelectConnection) -> int:
     return int(size()) if size is not None else 0
 
 
-_ARGUMENTS = ("amqp-exchange", "amqp-ack-level", "verify-ssl", "timeout", "max-in-flight")
+_ARGUMENTS = (
+    "amqp-exchange",
+    "amqp-ack-level",
+    "amqp-connections",
+    "verify-ssl",
+    "timeout",
+    "max-in-flight",
+)
+
+
+def _connections(value: str) -> int:
+    number = whole("amqp-connections", value)
+    if number > MAX_CONNECTIONS:
+        raise ValueError(
+            f"argument 'amqp-connections' must be 1 to {MAX_CONNECTIONS}, not {value!r}"
+        )
+    return number
+
+
+def _object_hash(delivery: Delivery) -> int:
+    """The same number for every event of one object: which connection publishes it."""
+    a = delivery.attributes
+    bucket, key = a.get("bucket"), a.get("key")
+    if bucket is None or key is None:
+        bucket, key = delivery.bucket, delivery.key
+    return zlib.crc32(f"{bucket}/{key}".encode())
 
 
 def from_arguments(name: str, endpoint: Endpoint | str, arguments: Mapping[str, str]) -> AmqpTarget:
     """An AMQP target for the topic `name` (the routing key) from string arguments:
     `amqp-exchange` (mandatory), `amqp-ack-level` (none | broker | routable, default
     broker), `verify-ssl` (true/false, for amqps://), `timeout` (seconds, default 10),
-    `max-in-flight` (unconfirmed messages, default 5000). A wrong, missing or unknown
+    `max-in-flight` (unconfirmed messages per connection, default 5000), `amqp-connections`
+    (1 to 16, default 2). A wrong, missing or unknown
     argument raises `ValueError` naming it."""
     try:
         for arg in arguments:
@@ -685,6 +768,7 @@ def from_arguments(name: str, endpoint: Endpoint | str, arguments: Mapping[str, 
             max_in_flight=whole("max-in-flight", arguments["max-in-flight"])
             if "max-in-flight" in arguments
             else 5000,
+            connections=_connections(arguments.get("amqp-connections", "2")),
         )
     except ValueError as e:
         raise ValueError(f"AMQP topic {name!r}: {e}") from None
