@@ -55,7 +55,9 @@ def test_publishes_data_and_attributes_through_an_explicit_endpoint(
 
     received = sorted(fake.messages, key=lambda m: m.attributes["sequencer"])
     assert [m.data for m in received] == [d.body for d in deliveries]
-    assert [m.attributes for m in received] == [dict(d.attributes) for d in deliveries]
+    assert [m.attributes for m in received] == [
+        {"eventId": d.event_id, **d.attributes} for d in deliveries
+    ]
     assert {m.topic for m in received} == {TOPIC}
     assert {m.ordering_key for m in received} == {""}
     record = orjson.loads(received[0].data)["Records"][0]
@@ -78,6 +80,7 @@ def test_publishes_through_pubsub_emulator_host(
     (message,) = fake.messages
     assert message.data == d.body
     assert message.attributes == {
+        "eventId": d.event_id,
         "eventName": "ObjectCreated:Put",
         "bucket": "photos",
         "key": "via/emulator.txt",

@@ -1,10 +1,10 @@
 """The AMQP 0.9.1 (RabbitMQ) target: each delivery is one message published to one exchange.
 
 The message body is the S3 event message (`{"Records":[event]}`), published to the exchange
-named by `amqp-exchange` with the topic's name as routing key, `delivery_mode=2`
-(persistent), `content_type=application/json`, `message_id=<event id>` (stable across
-redeliveries: de-duplicate on it) and the delivery's attributes as headers (`eventName`,
-`bucket`, `key`, `sequencer`, `versionId` in versioned buckets).
+named by `amqp-exchange` with the topic's name (or `amqp-routing-key`) as routing key,
+`delivery_mode=2` (persistent), `content_type=application/json`, `message_id=<event id>`
+(stable across redeliveries: de-duplicate on it) and the delivery's attributes as headers
+(`eventName`, `bucket`, `key`, `sequencer`, `versionId` in versioned buckets).
 
 The exchange must exist: ripple never declares or deletes exchanges, queues or bindings,
 which belong to the broker's operators. When a channel opens, the exchange is checked with a
@@ -45,6 +45,10 @@ seconds of the batch's last progress. A batch that times out is answered `retry`
 is still unconfirmed and the connection is dropped, so the next batch starts on a fresh one;
 any lost connection is re-established by the next batch. A message the broker stored but
 whose confirm was lost is sent again: delivery is at least once.
+
+Each connection asks the destination guard (`ripple.targets.guard`) first and connects to
+the address it checked (TLS still verifies the endpoint's name); a refused destination
+answers the waiting deliveries `permanent`.
 """
 
 from __future__ import annotations
@@ -75,6 +79,7 @@ from pika.exceptions import (
 from ripple.targets.arguments import flag, positive, whole
 from ripple.targets.base import OK, Delivery, Outcome, Result, one_line
 from ripple.targets.endpoints import Endpoint, parse_endpoint
+from ripple.targets.guard import DestinationRefused, default_guard
 
 __all__ = ["AckLevel", "AmqpTarget", "from_arguments"]
 
@@ -149,6 +154,7 @@ class AmqpTarget:
         timeout_s: float = 10.0,
         max_in_flight: int = 5000,
         connections: int = 2,
+        routing_key: str | None = None,
     ) -> None:
         if isinstance(endpoint, str):
             endpoint = parse_endpoint(endpoint)
@@ -165,9 +171,9 @@ class AmqpTarget:
         if not 1 <= connections <= MAX_CONNECTIONS:
             raise ValueError(f"connections must be 1 to {MAX_CONNECTIONS}, not {connections}")
         if not name:
-            raise ValueError("the target needs a name: it is the routing key")
+            raise ValueError("the target needs a name: it names its retry queue and metrics")
         self.name = name
-        self.routing_key = name
+        self.routing_key = routing_key or name
         self.endpoint = endpoint
         self.exchange = exchange
         self.ack_level: AckLevel = ack_level
@@ -228,8 +234,11 @@ class AmqpTarget:
         if loop is not None:
             loop.stop()
 
-    def connection_parameters(self, number: int = 0) -> pika.ConnectionParameters:
-        """How I/O thread `number` connects: bounded waits, TLS for amqps://."""
+    def connection_parameters(
+        self, number: int = 0, address: str | None = None
+    ) -> pika.ConnectionParameters:
+        """How connection `number` connects (to `address`, default the endpoint's host):
+        bounded waits, TLS for amqps:// (which verifies the endpoint's host name)."""
         ep = self.endpoint
         ssl_options = None
         if ep.tls:
@@ -239,7 +248,7 @@ class AmqpTarget:
                 context.verify_mode = ssl.CERT_NONE
             ssl_options = pika.SSLOptions(context, server_hostname=ep.host)
         return pika.ConnectionParameters(
-            host=ep.host,
+            host=address or ep.host,
             port=ep.port,
             virtual_host=ep.path or "/",
             credentials=pika.PlainCredentials(ep.username or "guest", ep.password or "guest"),
@@ -364,10 +373,18 @@ class _Publisher:
             self._pump()
 
     def _connect(self) -> None:
+        ep = self.t.endpoint
         try:
-            params = self.t.connection_parameters(self.number)
-        except Exception as e:  # e.g. an unreadable TLS set-up
-            self._fail_waiting(f"cannot connect to {self.t.endpoint.redacted}: {one_line(e)}")
+            # pika would resolve the name again: connect to the address the guard checked
+            address = default_guard().check_address(ep.host, ep.port)[0]
+            params = self.t.connection_parameters(self.number, address)
+        except DestinationRefused as e:
+            self.error = one_line(e)
+            log.warning("AMQP target %s: %s", self.t.name, self.error)
+            self._fail_waiting(self.error, Outcome.PERMANENT)
+            return
+        except Exception as e:  # e.g. an unreadable TLS set-up, a name that does not resolve
+            self._fail_waiting(f"cannot connect to {ep.redacted}: {one_line(e)}")
             return
         self.conn = SelectConnection(
             params,
@@ -638,9 +655,9 @@ class _Publisher:
         if conn is not None and not (conn.is_closed or conn.is_closing):
             conn.close()
 
-    def _fail_waiting(self, error: str) -> None:
+    def _fail_waiting(self, error: str, outcome: Outcome = Outcome.RETRY) -> None:
         waiting, self.waiting = list(self.waiting), deque()
-        _settle(waiting, Result(Outcome.RETRY, error))
+        _settle(waiting, Result(outcome, error))
 
     def _fail_all(self, error: str) -> None:
         failed = list(self.unconfirmed.values())
@@ -704,6 +721,7 @@ _ARGUMENTS = (
     "amqp-exchange",
     "amqp-ack-level",
     "amqp-connections",
+    "amqp-routing-key",
     "verify-ssl",
     "timeout",
     "max-in-flight",
@@ -729,11 +747,11 @@ def _object_hash(delivery: Delivery) -> int:
 
 
 def from_arguments(name: str, endpoint: Endpoint | str, arguments: Mapping[str, str]) -> AmqpTarget:
-    """An AMQP target for the topic `name` (the routing key) from string arguments:
+    """An AMQP target for the topic `name` (the default routing key) from string arguments:
     `amqp-exchange` (mandatory), `amqp-ack-level` (none | broker | routable, default
     broker), `verify-ssl` (true/false, for amqps://), `timeout` (seconds, default 10),
     `max-in-flight` (unconfirmed messages per connection, default 5000), `amqp-connections`
-    (1 to 16, default 2). A wrong, missing or unknown
+    (1 to 16, default 2), `amqp-routing-key` (default: the topic name). A wrong, missing or unknown
     argument raises `ValueError` naming it."""
     try:
         for arg in arguments:
@@ -769,6 +787,7 @@ def from_arguments(name: str, endpoint: Endpoint | str, arguments: Mapping[str, 
             if "max-in-flight" in arguments
             else 5000,
             connections=_connections(arguments.get("amqp-connections", "2")),
+            routing_key=arguments.get("amqp-routing-key", "").strip() or None,
         )
     except ValueError as e:
         raise ValueError(f"AMQP topic {name!r}: {e}") from None

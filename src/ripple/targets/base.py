@@ -70,6 +70,14 @@ class Delivery:
         message = orjson.dumps(event, default=_plain)
         return cls(event_id, message, attributes or {}, batch_id)
 
+    @classmethod
+    def raw(cls, event_id: str, body: bytes, attributes: Mapping[str, str]) -> Delivery:
+        """A delivery whose message is `body` as it is, not an event record: the
+        `s3:TestEvent` a new notification sends. `attributes` name its bucket (key "")."""
+        delivery = cls(event_id, body, attributes)
+        delivery.__dict__["body"] = body  # what cached_property `body` would hold
+        return delivery
+
     @cached_property
     def event(self) -> Mapping[str, Any]:
         """The S3 event record."""
@@ -83,10 +91,15 @@ class Delivery:
 
     @property
     def bucket(self) -> str:
+        if "bucket" in self.attributes:
+            return self.attributes["bucket"]
         return str(self.event["s3"]["bucket"]["name"])
 
     @property
     def key(self) -> str:
+        """The key as the event record writes it (URL-encoded)."""
+        if "key" in self.attributes and not self.attributes["key"]:
+            return ""  # a test event
         return str(self.event["s3"]["object"]["key"])
 
 

@@ -27,6 +27,11 @@ after it reconnects and the pipeline re-sends them too: a restart can duplicate 
 window, never lose a message. A broker that refuses the connection for bad credentials or as
 not authorized makes every delivery `permanent` until a connection succeeds. Arguments are
 documented in docs/targets.md.
+
+Before each connection attempt (the first and every reconnection) the destination guard
+(`ripple.targets.guard`) is asked; a refused destination fails the attempt (paho tries again
+later, and the guard is asked again) and makes every delivery `permanent` meanwhile. paho
+resolves the host itself right after: that lookup is not checked.
 """
 
 from __future__ import annotations
@@ -48,6 +53,7 @@ from paho.mqtt.reasoncodes import ReasonCode
 from ripple.targets.arguments import flag, positive, whole
 from ripple.targets.base import OK, Delivery, Outcome, Result, one_line
 from ripple.targets.endpoints import Endpoint
+from ripple.targets.guard import DestinationRefused, default_guard
 
 __all__ = ["MqttConfig", "MqttTarget", "client_id", "from_arguments", "topic_problem"]
 
@@ -142,6 +148,7 @@ class MqttTarget:
         self._state = threading.Condition()  # guards the three fields below; notified on change
         self._down = "not connected yet"  # why we are not connected ("" when connected)
         self._refused: str | None = None  # the broker refused our credentials
+        self._guarded: str | None = None  # the destination guard refused the broker
         self._attempts = 0  # connection attempts that ended (either way)
 
     # the connection ------------------------------------------------------------------
@@ -166,17 +173,19 @@ class MqttTarget:
         client.max_queued_messages_set(config.max_in_flight)
         client.reconnect_delay_set(_RECONNECT_MIN_S, _RECONNECT_MAX_S)
         client.connect_timeout = config.timeout_s
+        client.on_pre_connect = self._on_pre_connect
         client.on_connect = self._on_connect
         client.on_connect_fail = self._on_connect_fail
         client.on_disconnect = self._on_disconnect
         with self._state:
             self._down, self._refused, self._attempts = "not connected yet", None, 0
+            self._guarded = None
         client.connect_async(config.host, config.port, keepalive=_KEEPALIVE_S)
         client.loop_start()
         self._client = client
         with self._state:
             self._state.wait_for(lambda: self._attempts > 0, config.timeout_s)
-            down = self._down
+            down = self._guarded or self._down
         if down:
             log.warning("MQTT target %s: %s: %s", self.name, config.address, down)
 
@@ -200,6 +209,17 @@ class MqttTarget:
             context.check_hostname = False
             context.verify_mode = ssl.CERT_NONE
         return context
+
+    def _on_pre_connect(self, client: paho.Client, userdata: Any) -> None:
+        """Before each connection attempt: an OSError makes paho count it as failed."""
+        try:
+            default_guard().check_address(self.config.host, self.config.port)
+        except DestinationRefused as e:
+            with self._state:
+                self._guarded = one_line(e)
+            raise ConnectionRefusedError(one_line(e)) from e
+        with self._state:
+            self._guarded = None
 
     def _on_connect(
         self, client: paho.Client, userdata: Any, flags: Any, reason: ReasonCode, props: Any
@@ -240,9 +260,11 @@ class MqttTarget:
     def _unavailable(self) -> Result | None:
         """The answer for a message whose turn comes while not connected, or None."""
         with self._state:
-            down, refused = self._down, self._refused
+            down, refused, guarded = self._down, self._refused, self._guarded
         if not down:
             return None
+        if guarded is not None:
+            return Result(Outcome.PERMANENT, guarded)
         if refused is not None:
             return Result(Outcome.PERMANENT, f"{self.config.address} refused us: {refused}")
         return Result(Outcome.RETRY, f"not connected to {self.config.address}: {down}")

@@ -17,6 +17,11 @@ by itself, for ever; it buffers nothing while disconnected, so a publish during 
 `timeout_s`, after which the rest of its batch is `retry` without being sent. A server that
 cannot be reached at `open()` does not fail it: publishing answers `retry` until it can.
 Arguments and outcomes are documented in docs/targets.md.
+
+Each new client asks the destination guard (`ripple.targets.guard`) first and is given the
+address it checked, which its reconnections keep; a refused destination answers `permanent`
+(and is asked again at the next batch). Servers a cluster announces (INFO `connect_urls`),
+which the client may reconnect to, are not checked.
 """
 
 from __future__ import annotations
@@ -39,6 +44,7 @@ from ripple.events.keys import encode_key
 from ripple.targets.arguments import positive, whole
 from ripple.targets.base import OK, Delivery, Outcome, Result, one_line
 from ripple.targets.endpoints import Endpoint
+from ripple.targets.guard import DestinationRefused, default_guard
 
 __all__ = ["NatsTarget", "default_subject", "from_arguments", "subject_problem"]
 
@@ -100,6 +106,7 @@ class NatsTarget:
         self._slots: asyncio.Semaphore | None = None
         self._closing: set[asyncio.Future[None]] = set()  # old clients being closed
         self._last_error = "not connected yet"
+        self._refused: str | None = None  # the guard refused the destination
 
     # the Target protocol -----------------------------------------------------------------
 
@@ -113,6 +120,9 @@ class NatsTarget:
             thread.start()
             self._loop, self._thread = loop, thread
         if not self._run(loop, self._open()):
+            if self._refused is not None:
+                log.warning("NATS %s: %s", self.name, self._refused)
+                return
             log.warning(
                 "NATS %s: cannot connect to %s yet (%s); publishes answer retry until it can",
                 self.name,
@@ -176,7 +186,23 @@ class NatsTarget:
         return True
 
     def _connect(self) -> asyncio.Future[None]:
-        """Start connecting a new client; it then reconnects by itself, for ever."""
+        """Start connecting a new client; it then reconnects by itself, for ever (to the
+        address the guard checked: a failed future if it refuses or the name does not
+        resolve)."""
+        self._refused = None
+        try:
+            address = default_guard().check_address(self.endpoint.host, self.endpoint.port)[0]
+        except (DestinationRefused, OSError) as e:
+            self._last_error = one_line(e)
+            if isinstance(e, DestinationRefused):
+                self._refused = self._last_error
+            self._client = self._js = None  # the next batch asks again
+            failed = asyncio.get_running_loop().create_future()
+            failed.set_exception(e)
+            failed.exception()  # retrieved: asyncio need not log it
+            self._connecting = failed
+            return failed
+        host = f"[{address}]" if ":" in address else address
         client = Client()
         self._client, self._js = client, client.jetstream()
         user, password = self.endpoint.username, self.endpoint.password
@@ -185,7 +211,7 @@ class NatsTarget:
             user, token = None, user
         self._connecting = asyncio.ensure_future(
             client.connect(
-                servers=[self.server],
+                servers=[f"nats://{host}:{self.endpoint.port}"],
                 name=f"ripple {self.name}",
                 connect_timeout=max(1, math.ceil(self.timeout_s)),
                 reconnect_time_wait=_RECONNECT_WAIT_S,
@@ -223,6 +249,8 @@ class NatsTarget:
 
     async def _publish(self, deliveries: list[Delivery]) -> list[Result]:
         problem = self._not_connected()
+        if self._refused is not None:
+            return [Result(Outcome.PERMANENT, self._refused)] * len(deliveries)
         js, slots = self._js, self._slots
         if problem is not None or js is None or slots is None:
             return [Result(Outcome.RETRY, problem)] * len(deliveries)

@@ -1,7 +1,9 @@
 """The Google Pub/Sub target: each delivery is one message published to one topic.
 
 A message's data is the S3 event message (`{"Records":[event]}`) and its attributes are the
-delivery's (eventName, bucket, key, versionId, sequencer). With `ordering=True` each message
+delivery's (eventName, bucket, key, versionId, sequencer) and `eventId`, the event's ripple
+id, the same however often it is published (Pub/Sub's own `messageId` is not: de-duplicate
+on `eventId`). With `ordering=True` each message
 gets the ordering key `bucket/key`, so one object's events arrive in commit order.
 
 Connection: an explicit `endpoint` ("127.0.0.1:8085": an emulator or a test server) is
@@ -17,6 +19,11 @@ messages, so a batch is sent promptly and large batches go in few RPCs, concurre
 INVALID_ARGUMENT, NOT_FOUND, PERMISSION_DENIED and UNAUTHENTICATED are `permanent`; every
 other failure (UNAVAILABLE, DEADLINE_EXCEEDED, a timeout, …) is `retry`. A failure pauses
 its ordering key in the client; the target resumes it, so later batches can proceed.
+
+An explicit `endpoint` is checked by the destination guard (`ripple.targets.guard`) before
+each batch (a refused one answers the batch `permanent`); gRPC resolves the name itself and
+re-resolves it on its own schedule, so a change between two batches is seen at the next one.
+Google's endpoint and `PUBSUB_EMULATOR_HOST` (the operator's choice) are not checked.
 """
 
 from __future__ import annotations
@@ -28,6 +35,7 @@ import time
 from collections.abc import Mapping, Sequence
 from concurrent.futures import Future
 from typing import Any
+from urllib.parse import urlsplit
 
 import grpc  # type: ignore[import-untyped]
 from google.api_core import exceptions as api_exceptions
@@ -36,6 +44,7 @@ from google.pubsub_v1.services.publisher.transports.grpc import PublisherGrpcTra
 
 from ripple.targets.arguments import flag, positive
 from ripple.targets.base import OK, Delivery, Outcome, Result, one_line
+from ripple.targets.guard import DestinationRefused, default_guard
 
 __all__ = ["PubSubTarget", "from_arguments", "ordering_key"]
 
@@ -76,6 +85,21 @@ class PubSubTarget:
         self.timeout_s = timeout_s
         self._client: Any = None  # pubsub_v1.PublisherClient: the library is not typed
 
+    @property
+    def address(self) -> tuple[str, int] | None:
+        """The explicit endpoint as (host, port), or None. What is not `host[:port]` (a gRPC
+        target such as `dns:///…`) is taken whole as the host, which resolves to nothing."""
+        if self.endpoint is None:
+            return None
+        parts = urlsplit(f"//{self.endpoint}")
+        try:
+            port = parts.port or 443
+        except ValueError:
+            return self.endpoint, 443
+        if not parts.hostname or parts.path or parts.query or parts.fragment:
+            return self.endpoint, 443
+        return parts.hostname, port
+
     def open(self) -> None:
         if self._client is not None:
             return
@@ -96,6 +120,9 @@ class PubSubTarget:
         client = self._client
         if client is None:
             raise RuntimeError(f"Pub/Sub target {self.topic!r} is not open: call open() first")
+        refused = self._guard()
+        if refused is not None:
+            return [refused] * len(deliveries)
         keys = [ordering_key(d) if self.ordering else "" for d in deliveries]
         pending: list[Future[str] | Result] = []
         for delivery, key in zip(deliveries, keys, strict=True):
@@ -106,6 +133,7 @@ class PubSubTarget:
                     ordering_key=key,
                     retry=None,
                     timeout=self.timeout_s,
+                    eventId=delivery.event_id,  # stable across redeliveries: de-duplicate on it
                     **dict(delivery.attributes),
                 )
             except _publisher_exceptions.MessageTooLargeError as e:
@@ -127,6 +155,19 @@ class PubSubTarget:
             client.stop()  # sends what is still batched
         finally:
             client.transport.close()
+
+    def _guard(self) -> Result | None:
+        """The destination guard's answer for the explicit endpoint, or None to go on."""
+        address = self.address
+        if address is None:
+            return None
+        try:
+            default_guard().check_address(*address)
+        except DestinationRefused as e:
+            return Result(Outcome.PERMANENT, one_line(e))
+        except OSError as e:
+            return Result(Outcome.RETRY, f"cannot resolve {address[0]!r}: {one_line(e)}")
+        return None
 
     def _resume(self, key: str) -> None:
         """Unpause an ordering key after a failed publish (a no-op if it is not paused)."""

@@ -17,11 +17,15 @@ with backoff): a refused, broken or silent connection answers `retry` for the re
 batch within about `timeout_s`, and the next `publish` connects again. Authentication failures
 and errors such as WRONGTYPE are `permanent`; OOM, READONLY, LOADING, BUSY, NOSCRIPT and other
 passing server states are `retry`. Arguments are documented in docs/targets.md.
+
+Each new connection asks the destination guard (`ripple.targets.guard`) first and connects to
+an address it checked; a refused destination answers the batch `permanent`.
 """
 
 from __future__ import annotations
 
 import re
+import socket
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, get_args
@@ -35,6 +39,7 @@ from ripple.events.keys import decode_key
 from ripple.targets.arguments import positive, whole
 from ripple.targets.base import OK, Delivery, Outcome, Result, one_line
 from ripple.targets.endpoints import Endpoint
+from ripple.targets.guard import DestinationRefused, default_guard
 
 __all__ = [
     "RedisConfig",
@@ -156,6 +161,7 @@ class RedisTarget:
             socket_keepalive=True,
             retry=Retry(NoBackoff(), 0),  # the pipeline retries, with backoff
         )
+        client.connection_pool.connection_class = _GuardedConnection
         self._script = client.register_script(_NAMESPACE_SCRIPT)
         self._client = client  # connects on the first publish: a server down does not stop us
 
@@ -191,6 +197,8 @@ class RedisTarget:
                 replies = iter(pipe.execute(raise_on_error=False))
             except rx.RedisError as e:
                 return [], self._failure(e)
+            except DestinationRefused as e:
+                return [], Result(Outcome.PERMANENT, one_line(e))
         return [a if a is not None else self._reply(next(replies)) for a in answers], None
 
     def _queue(self, pipe: Any, delivery: Delivery) -> Result | None:
@@ -236,6 +244,28 @@ class RedisTarget:
         if isinstance(e, rx.ResponseError):  # e.g. NOPERM on SCRIPT LOAD, before the pipeline
             return self._reply(e)
         return Result(Outcome.RETRY, f"{type(e).__name__} from {where}: {_text(e)}")
+
+
+class _GuardedConnection(redis.Connection):
+    """A connection that asks the destination guard first and connects to an address it
+    checked (redis-py would resolve the name again)."""
+
+    def _connect(self) -> socket.socket:
+        name = self.host
+        error: OSError | None = None
+        try:
+            for address in default_guard().check_address(name, self.port):
+                self.host = address  # what the base class connects to
+                try:
+                    sock: socket.socket = super()._connect()  # type: ignore[no-untyped-call]
+                except OSError as e:
+                    error = e
+                else:
+                    return sock
+        finally:
+            self.host = name  # for its error messages
+        assert error is not None  # check_address answers at least one address
+        raise error
 
 
 def _text(e: rx.RedisError) -> str:

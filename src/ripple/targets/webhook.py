@@ -8,6 +8,11 @@ sha256=<hex HMAC-SHA256 of the exact body>`. One `httpx.Client` is kept from `op
 `close()`; a batch is sent with at most `max_in_flight` requests in flight and answered in
 input order. 2xx is `ok`; 408, 429, 3xx, 5xx, timeouts and connection errors are `retry`;
 any other 4xx is `permanent`. Arguments and outcomes are documented in docs/targets.md.
+
+Each new connection asks the destination guard (`ripple.targets.guard`) first and connects
+to an address it checked, so a name re-resolved by an attacker's DNS cannot slip past it; a
+refused destination is `permanent`. The client connects directly: proxy variables
+(`HTTPS_PROXY`, …) are not used, since a proxy would hide the destination from the guard.
 """
 
 from __future__ import annotations
@@ -16,19 +21,21 @@ import base64
 import hashlib
 import hmac
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Literal, get_args
 from urllib.parse import urlsplit
 
+import httpcore
 import httpx
 import orjson
 
 from ripple.targets.arguments import flag, positive, whole
 from ripple.targets.base import OK, Delivery, Outcome, Result, one_line
 from ripple.targets.cloudevents import binary_headers
+from ripple.targets.guard import DestinationRefused, default_guard
 
 __all__ = ["Envelope", "WebhookConfig", "WebhookTarget", "from_arguments"]
 
@@ -102,9 +109,8 @@ class WebhookTarget:
             return
         n = self.config.max_in_flight
         self._client = httpx.Client(
-            verify=self.config.verify_ssl,
+            transport=_guarded_transport(self.config.verify_ssl, n),
             timeout=httpx.Timeout(self.config.timeout_s),
-            limits=httpx.Limits(max_connections=n, max_keepalive_connections=n),
             follow_redirects=False,
         )
         self._pool = ThreadPoolExecutor(max_workers=n, thread_name_prefix=f"webhook-{self.name}")
@@ -152,6 +158,8 @@ class WebhookTarget:
             headers["X-Ripple-Signature"] = f"sha256={digest}"
         try:
             response = client.post(url, content=body, headers=headers)
+        except DestinationRefused as e:
+            return Result(Outcome.PERMANENT, one_line(e))
         except httpx.TimeoutException:
             return Result(Outcome.RETRY, f"timed out after {self.config.timeout_s:g}s: {url}")
         except httpx.ConnectError as e:
@@ -163,6 +171,64 @@ class WebhookTarget:
         except httpx.TransportError as e:
             return Result(Outcome.RETRY, f"{type(e).__name__} from {url}: {one_line(e)}")
         return _outcome(response.status_code, url)
+
+
+class _GuardedBackend(httpcore.NetworkBackend):
+    """httpcore's sockets, opened only to addresses the destination guard checked (TLS
+    still verifies the name of the URL: httpcore takes it from the request, not from here)."""
+
+    def __init__(self) -> None:
+        self._sync = httpcore.SyncBackend()
+
+    def connect_tcp(
+        self,
+        host: str,
+        port: int,
+        timeout: float | None = None,
+        local_address: str | None = None,
+        socket_options: Iterable[httpcore.SOCKET_OPTION] | None = None,
+    ) -> httpcore.NetworkStream:
+        try:
+            addresses = default_guard().check_address(host, port)
+        except OSError as e:  # the name does not resolve
+            raise httpcore.ConnectError(f"cannot resolve {host}: {e}") from e
+        error: Exception | None = None
+        for address in addresses:
+            try:
+                return self._sync.connect_tcp(address, port, timeout, local_address, socket_options)
+            except (httpcore.ConnectError, httpcore.ConnectTimeout) as e:
+                error = e
+        assert error is not None  # check_address answers at least one address
+        raise error
+
+    def connect_unix_socket(
+        self,
+        path: str,
+        timeout: float | None = None,
+        socket_options: Iterable[httpcore.SOCKET_OPTION] | None = None,
+    ) -> httpcore.NetworkStream:
+        raise httpcore.ConnectError("a webhook does not connect to a unix socket")
+
+    def sleep(self, seconds: float) -> None:
+        self._sync.sleep(seconds)
+
+
+def _guarded_transport(verify_ssl: bool, max_connections: int) -> httpx.HTTPTransport:
+    """httpx's transport, its connection pool opening sockets through `_GuardedBackend`."""
+    ssl_context = httpx.create_ssl_context(verify=verify_ssl)
+    limits = httpx.Limits(
+        max_connections=max_connections, max_keepalive_connections=max_connections
+    )
+    transport = httpx.HTTPTransport(verify=ssl_context, limits=limits)
+    # httpx builds its pool without a way to pass a network backend: build it the same way
+    transport._pool = httpcore.ConnectionPool(
+        ssl_context=ssl_context,
+        max_connections=limits.max_connections,
+        max_keepalive_connections=limits.max_keepalive_connections,
+        keepalive_expiry=limits.keepalive_expiry,
+        network_backend=_GuardedBackend(),
+    )
+    return transport
 
 
 def _outcome(status: int, url: str) -> Result:

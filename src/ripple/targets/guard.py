@@ -1,0 +1,266 @@
+"""The destination guard: which hosts a push target may connect to.
+
+Topics name their destinations, and whoever may create a topic could otherwise make ripple
+connect to the machine's own services, the private network or the cloud metadata endpoint.
+The guard decides, twice: when a topic is configured (`check_host`) and each time a target
+opens a connection (`check_address`), because what a name resolves to can change.
+
+- `mode = "dev"` (the embedded default): every destination is allowed, loopback especially.
+- `mode = "production"`: a destination whose address is loopback (127.0.0.0/8, ::1),
+  private (10/8, 172.16/12, 192.168/16, 100.64/10, fc00::/7, fec0::/10), link-local
+  (169.254/16, fe80::/10), a cloud metadata address (169.254.169.254, fd00:ec2::254,
+  100.100.100.200), unspecified (0.0.0.0/8, ::), multicast or reserved (240/4, IPv6 outside
+  the allocated ranges, NAT64) is refused with `DestinationRefused`. An IPv4 address inside
+  IPv6 (::ffff:a.b.c.d, 6to4) is judged by its IPv4 address.
+
+`destinations.allow` (`RIPPLE_DESTINATIONS_ALLOW`) lets chosen destinations through in
+production: a comma-separated list of CIDRs (`10.0.0.0/8`, `::1/128`, or one address) and
+host patterns (`hooks.example.com`, or `*.example.com` for every name below it, at any
+depth; case-insensitive). A host name matching a pattern is allowed whatever it resolves to;
+otherwise every address it resolves to must be allowed (inside a listed CIDR, or none of the
+kinds above).
+
+A name that does not resolve when a topic is configured passes: DNS may not be ready yet,
+and `check_address` checks it again before any connection. At connection time a name that
+does not resolve raises `OSError` (`socket.gaierror`): a passing failure, like a refused
+connection. In dev mode nothing is resolved: `check_address` answers `[host]`.
+
+The services set the process-wide guard from their settings at start
+(`set_default_guard(DestinationGuard.from_settings(settings))`); until then `default_guard()`
+is dev mode with an empty allow list. What each target does with the answer (and the
+window a library that resolves names itself leaves) is in docs/targets.md.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import re
+import socket
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from ripple.config import Settings
+
+__all__ = ["MODES", "DestinationGuard", "DestinationRefused", "default_guard", "set_default_guard"]
+
+MODES = ("dev", "production")
+SETTING = "RIPPLE_DESTINATIONS_ALLOW (destinations.allow)"
+
+IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
+IPNetwork = ipaddress.IPv4Network | ipaddress.IPv6Network
+
+METADATA = frozenset(
+    ipaddress.ip_address(a) for a in ("169.254.169.254", "fd00:ec2::254", "100.100.100.200")
+)
+_REFUSED: tuple[tuple[str, tuple[IPNetwork, ...]], ...] = tuple(
+    (kind, tuple(ipaddress.ip_network(n) for n in networks))
+    for kind, networks in (
+        ("loopback", ("127.0.0.0/8", "::1/128")),
+        ("unspecified", ("0.0.0.0/8", "::/128")),
+        ("link-local", ("169.254.0.0/16", "fe80::/10")),
+        ("private", ("10.0.0.0/8", "172.16.0.0/12", "192.168.0.0/16", "100.64.0.0/10")),
+        ("private", ("fc00::/7", "fec0::/10")),
+        ("multicast", ("224.0.0.0/4", "ff00::/8")),
+    )
+)
+_LABEL = r"[a-z0-9_](?:[a-z0-9_-]{0,61}[a-z0-9_])?"
+_PATTERN = re.compile(rf"^(?:\*\.)?{_LABEL}(?:\.{_LABEL})*$")
+
+
+class DestinationRefused(ValueError):
+    """The guard refuses a destination; the message is one line saying how to allow it."""
+
+
+def _ipv4(address: IPAddress) -> IPAddress:
+    """The IPv4 address an IPv6 one carries (::ffff:a.b.c.d, 6to4), else itself."""
+    if isinstance(address, ipaddress.IPv6Address):
+        return address.ipv4_mapped or address.sixtofour or address
+    return address
+
+
+def refusal(address: IPAddress) -> str | None:
+    """Why production mode refuses `address` ("loopback", "private", …), or None."""
+    address = _ipv4(address)
+    if address in METADATA:
+        return "cloud metadata"
+    for kind, networks in _REFUSED:
+        if any(address in n for n in networks if n.version == address.version):
+            return kind
+    if address.is_reserved:
+        return "reserved"
+    return None
+
+
+def _ip(host: str) -> IPAddress | None:
+    try:
+        return ipaddress.ip_address(host)
+    except ValueError:
+        return None
+
+
+def _normal(host: str) -> str:
+    """A host as compared: lower case, without brackets or the root's trailing dot."""
+    return host.strip().removeprefix("[").removesuffix("]").rstrip(".").lower()
+
+
+class DestinationGuard:
+    """Which destinations may be connected to: see the module docstring."""
+
+    def __init__(self, allow: str = "", mode: str = "dev") -> None:
+        if mode not in MODES:
+            raise ValueError(f"mode must be one of {', '.join(MODES)}, not {mode!r}")
+        self.mode = mode
+        networks: list[IPNetwork] = []
+        patterns: list[str] = []
+        for raw in allow.split(","):
+            parsed = _parse_entry(raw.strip()) if raw.strip() else None
+            if isinstance(parsed, str):
+                patterns.append(parsed)
+            elif parsed is not None:
+                networks.append(parsed)
+        self.networks = tuple(networks)
+        self.patterns = tuple(patterns)
+
+    @classmethod
+    def from_settings(cls, settings: Settings) -> DestinationGuard:
+        """The guard `mode` and `destinations.allow` ask for (`ValueError` if malformed)."""
+        return cls(settings.destinations_allow, settings.mode)
+
+    @property
+    def enforcing(self) -> bool:
+        """Whether anything is refused at all (production mode)."""
+        return self.mode == "production"
+
+    def __repr__(self) -> str:
+        allowed = ",".join([*map(str, self.networks), *self.patterns])
+        return f"DestinationGuard(allow={allowed!r}, mode={self.mode!r})"
+
+    def allows_name(self, host: str) -> bool:
+        """Whether a pattern of the allow list matches the host name."""
+        name = _normal(host)
+        for pattern in self.patterns:
+            if pattern.startswith("*."):
+                if name.endswith(pattern[1:]):
+                    return True
+            elif name == pattern:
+                return True
+        return False
+
+    def check_host(self, host: str) -> None:
+        """Configuration time: `DestinationRefused` if `host` is refused. A name is resolved
+        and every address checked; a name that does not resolve passes (see the module
+        docstring)."""
+        if not self.enforcing:
+            return
+        address = _ip(_normal(host))
+        if address is not None:
+            self._check(host, address, resolved=False)
+            return
+        if self.allows_name(host):
+            return
+        try:
+            addresses = _resolve(_normal(host), None)
+        except (OSError, UnicodeError):
+            return  # checked again when connecting
+        for address in addresses:
+            self._check(host, address, resolved=True)
+
+    def check_address(self, host: str, port: int) -> list[str]:
+        """Connection time: the addresses of `host` a target may connect to, in the order
+        the resolver gave them; `[host]` itself when nothing needs checking (dev mode, a
+        name an allow pattern matches). `DestinationRefused` if any address is refused,
+        `OSError` if the name does not resolve."""
+        name = _normal(host)
+        if not self.enforcing:
+            return [host]
+        address = _ip(name)
+        if address is not None:
+            self._check(host, address, resolved=False)
+            return [name]
+        if self.allows_name(name):
+            return [host]
+        try:
+            addresses = _resolve(name, port)
+        except UnicodeError as e:  # a label longer than 63 characters, …
+            raise socket.gaierror(f"cannot resolve {host!r}: {e}") from None
+        for address in addresses:
+            self._check(host, address, resolved=True)
+        return [str(a) for a in addresses]
+
+    def _check(self, host: str, address: IPAddress, *, resolved: bool) -> None:
+        v4 = _ipv4(address)
+        for a in {address, v4}:
+            if any(a.version == n.version and a in n for n in self.networks):
+                return
+        kind = refusal(address)
+        if kind is None:
+            return
+        article = "an" if kind[0] in "aeiou" else "a"
+        shown = str(address) if v4 == address else f"{address} (IPv4 {v4})"
+        if resolved:
+            what = f"destination {_normal(host)!r} resolves to {shown}, {article} {kind} address"
+            hint = f"add {_normal(host)} (or {_cidr(v4)})"
+        else:
+            what = f"destination {shown} is {article} {kind} address"
+            hint = f"add {_cidr(v4)}"
+        raise DestinationRefused(
+            f"{what}, refused in production mode; if it is intended, {hint} to {SETTING}"
+        )
+
+
+def _cidr(address: IPAddress) -> str:
+    return f"{address.compressed.partition('%')[0]}/{address.max_prefixlen}"
+
+
+def _resolve(host: str, port: int | None) -> list[IPAddress]:
+    """Every address `host` resolves to (TCP), without repeats, in the resolver's order."""
+    seen: dict[IPAddress, None] = {}
+    for *_, sockaddr in socket.getaddrinfo(host, port, type=socket.SOCK_STREAM):
+        address = _ip(str(sockaddr[0]))
+        if address is not None:
+            seen.setdefault(address)
+    if not seen:
+        raise socket.gaierror(f"{host!r} resolves to no IP address")
+    return list(seen)
+
+
+def _parse_entry(entry: str) -> IPNetwork | str:
+    """One entry of the allow list: a network, or a host pattern in lower case."""
+    where = f"{SETTING}: entry {entry!r}"
+    if "://" in entry:
+        raise ValueError(f"{where} is a URL; give its host name or a CIDR instead")
+    bare = entry.removeprefix("[").replace("]", "")
+    if "/" in bare:
+        try:
+            return ipaddress.ip_network(bare)
+        except ValueError as e:
+            try:
+                loose = ipaddress.ip_network(bare, strict=False)
+            except ValueError:
+                raise ValueError(f"{where} is not a CIDR: {e}") from None
+            raise ValueError(f"{where} has host bits set; did you mean {loose}?") from None
+    address = _ip(bare)
+    if address is not None:
+        return ipaddress.ip_network(_cidr(address))
+    pattern = entry.rstrip(".").lower()
+    if _PATTERN.match(pattern):
+        return pattern
+    raise ValueError(
+        f"{where} is neither a CIDR (10.0.0.0/8, ::1/128) "
+        "nor a host pattern (hooks.example.com, *.example.com)"
+    )
+
+
+_default = DestinationGuard()
+
+
+def default_guard() -> DestinationGuard:
+    """The process-wide guard the targets consult when they connect."""
+    return _default
+
+
+def set_default_guard(guard: DestinationGuard) -> DestinationGuard:
+    """Make `guard` the process-wide guard; the one it replaces (tests put it back)."""
+    global _default
+    previous, _default = _default, guard
+    return previous
