@@ -26,6 +26,7 @@ from ripple.identity.schema import access_keys
 from ripple.metabase import Metabase
 from ripple.metabase.migrate import upgrade
 from ripple.metabase.schema import buckets, objects, projects
+from ripple.notifications.schema import bucket_notifications, eventing_changes, topics
 from ripple.pipeline.schema import dead_letters, delivery_retries
 from ripple.subscriptions.schema import subscription_events, subscriptions
 
@@ -89,6 +90,9 @@ def _empty(metabase: Metabase) -> Metabase:
             objects,
             buckets,
             access_keys,
+            bucket_notifications,
+            topics,
+            eventing_changes,
             projects,
             change_records,
             change_offsets,

@@ -46,6 +46,8 @@ class Settings:
     metrics_address: str = ""
     event_source: str = "ripple:s3"
     arn_partition: str = "aws"
+    # the topic API accepts credentials in a push endpoint over plain HTTP (not only HTTPS)
+    topics_allow_secrets_in_cleartext: bool = False
     # `[topics."<name>"]` tables of the file (no environment variable): see notifications.topics
     topics: Mapping[str, Topic] = field(default_factory=dict)
 
@@ -89,7 +91,15 @@ _KEYS: dict[str, tuple[str, str]] = {
     "metrics.address": ("metrics_address", "RIPPLE_METRICS_ADDRESS"),
     "events.source": ("event_source", "RIPPLE_EVENT_SOURCE"),
     "events.arn-partition": ("arn_partition", "RIPPLE_ARN_PARTITION"),
+    "topics.allow-secrets-in-cleartext": (
+        "topics_allow_secrets_in_cleartext",
+        "RIPPLE_TOPICS_ALLOW_SECRETS_IN_CLEARTEXT",
+    ),
 }
+# keys whose value is true or false (a TOML boolean, or a string such as "true" or "0")
+_FLAGS = {"topics.allow-secrets-in-cleartext"}
+_TRUE = ("true", "yes", "on", "1")
+_FALSE = ("false", "no", "off", "0", "")
 _MODES = ("dev", "production")
 ENVIRONMENT_VARIABLES = tuple(variable for _, variable in _KEYS.values())
 
@@ -116,6 +126,11 @@ def _from_file(path: Path) -> dict[str, Any]:
         tables = raw.pop("topics")
         if not isinstance(tables, Mapping):
             raise ConfigError(f'{path}: topics must be tables, e.g. [topics."NAME"]')
+        # `[topics]` also holds settings for every topic: scalars, not tables
+        tables = dict(tables)
+        for key in [k for k, v in tables.items() if f"topics.{k}" in _KEYS]:
+            if not isinstance(tables[key], Mapping):
+                raw[f"topics.{key}"] = tables.pop(key)
         try:
             values["topics"] = parse_topics(tables)
         except ValueError as e:
@@ -126,6 +141,8 @@ def _from_file(path: Path) -> dict[str, Any]:
             raise ConfigError(f"{path}: unknown key {key!r} (known keys: {known})")
         if isinstance(value, list) and key == "bucket-eventing.buckets":
             value = ",".join(str(v) for v in value)
+        if isinstance(value, bool) and key in _FLAGS:
+            value = "true" if value else "false"
         if not isinstance(value, str):
             raise ConfigError(f"{path}: {key} must be a string, got {type(value).__name__}")
         values[_KEYS[key][0]] = value
@@ -176,6 +193,13 @@ def load_settings(
         if not typed["data_dir"]:
             raise ConfigError("data-dir (RIPPLE_DATA_DIR) must not be empty")
         typed["data_dir"] = Path(typed["data_dir"])
+    for key in _FLAGS:
+        name, variable = _KEYS[key]
+        if name in typed:
+            text = str(typed[name]).lower()
+            if text not in _TRUE + _FALSE:
+                raise ConfigError(f"{key} ({variable}) must be true or false, got {typed[name]!r}")
+            typed[name] = text in _TRUE
     settings = Settings(**typed)
     if settings.mode not in _MODES:
         raise ConfigError(f"mode must be one of {', '.join(_MODES)}, got {settings.mode!r}")

@@ -41,6 +41,9 @@ def test_every_table_is_created(db: Metabase) -> None:
         "subscriptions",
         "subscription_events",
         "access_keys",
+        "topics",
+        "bucket_notifications",
+        "eventing_changes",
         "alembic_version",
     }
 

@@ -408,8 +408,9 @@ def test_writes_reach_a_webhook_pubsub_and_a_pull_subscription_as_exact_s3_event
     raw_keys = ["red flower.jpg"] * 2 + ["b.jpg"] * 2 + ["docs/c.txt", "red flower.jpg"]
     raw_keys += ["docs/c.txt", plan, plan]
     expected_attributes = []
-    for e, key in zip(expected, raw_keys, strict=True):
+    for e, key, event_id in zip(expected, raw_keys, event_ids, strict=True):
         attributes = {
+            "eventId": event_id,  # the webhook's X-Ripple-Event-Id of the same event
             "eventName": e["eventName"],
             "bucket": e["s3"]["bucket"]["name"],
             "key": key,  # decoded: "red flower.jpg", not "red+flower.jpg"

@@ -22,9 +22,10 @@ def settings_of(ctx: click.Context) -> Settings:
     return settings
 
 
-def open_metabase(settings: Settings) -> Metabase:
-    """The metabase, with eventing on for the buckets the registry names."""
-    registry = Registry.from_settings(settings)
+def open_metabase(settings: Settings, registry: Registry | None = None) -> Metabase:
+    """The metabase, with eventing on for the buckets the registry names (by default, the
+    static list; the gateway passes the registry it keeps current)."""
+    registry = registry or Registry.from_settings(settings)
     try:
         return Metabase(settings.effective_database_url, eventing=registry.is_eventing)
     except ValueError as e:

@@ -7,6 +7,7 @@ from rich.table import Table
 
 from ripple.cli.common import console, migrate, open_metabase, safe_url, settings_of
 from ripple.gateway.server import Gateway, GatewayError, bind, build_services
+from ripple.notifications import Registry
 
 
 @click.command()
@@ -27,10 +28,13 @@ def serve(ctx: click.Context, address: str | None) -> None:
     """
     settings = settings_of(ctx)
     settings.data_dir.mkdir(parents=True, exist_ok=True)
-    db = open_metabase(settings)
+    registry = Registry.from_settings(settings)  # kept current by the gateway
+    db = open_metabase(settings, registry)
     migrate(db)
     try:
-        gateway = Gateway(build_services(settings, db), bind(address or settings.s3_address))
+        gateway = Gateway(
+            build_services(settings, db, registry), bind(address or settings.s3_address)
+        )
     except GatewayError as e:
         db.dispose()
         raise click.ClickException(str(e)) from e

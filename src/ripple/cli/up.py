@@ -11,6 +11,7 @@ from ripple.cli.common import migrate, open_metabase, settings_of
 from ripple.cli.pipeline import run_pipeline
 from ripple.gateway.server import Gateway, GatewayError, bind, build_services
 from ripple.metabase.schema import buckets, objects, projects
+from ripple.notifications import Registry
 
 DEFAULT_METRICS_ADDRESS = "127.0.0.1:9464"
 
@@ -28,7 +29,10 @@ def up(ctx: click.Context) -> None:
     """
     settings = settings_of(ctx)
     settings.data_dir.mkdir(parents=True, exist_ok=True)
-    db = open_metabase(settings)  # the gateway's, with eventing for the configured buckets
+    registry = Registry.from_settings(settings)  # kept current by the gateway
+    db = open_metabase(
+        settings, registry
+    )  # the gateway's, with eventing for the configured buckets
     try:
         revision = migrate(db)
         with db.read() as conn:
@@ -40,7 +44,7 @@ def up(ctx: click.Context) -> None:
                     ("objects", objects),
                 )
             }
-        gateway = Gateway(build_services(settings, db), bind(settings.s3_address))
+        gateway = Gateway(build_services(settings, db, registry), bind(settings.s3_address))
     except GatewayError as e:
         db.dispose()
         raise click.ClickException(str(e)) from e

@@ -1,9 +1,11 @@
 """The gateway's ASGI app: every request is authenticated, routed to one S3 operation by
 method, addressing level and sub-resource, authorized for that operation's action, and
 answered; every refusal is S3's error XML, every response carries the request id.
+A `POST /` at service level is the SNS-compatible topic API instead (`gateway.topics`).
 
 `/_ripple/health` and `/_ripple/metrics` (Prometheus) sit outside the S3 namespace: no
-bucket name may start with an underscore.
+bucket name may start with an underscore. So does `/_ripple/pubsub/…`, the pull-subscription
+REST API (`gateway.pubsub`), authenticated like S3 and answering S3's error XML.
 """
 
 from __future__ import annotations
@@ -26,7 +28,7 @@ from starlette.responses import Response
 from starlette.routing import Route
 from starlette.types import Receive, Scope, Send
 
-from ripple.gateway import xml
+from ripple.gateway import topics, xml
 from ripple.gateway.auth import authenticate, authorize
 from ripple.gateway.context import RequestContext
 from ripple.gateway.errors import S3Error, from_metabase, not_implemented
@@ -179,13 +181,15 @@ def create_app(services: Services) -> Starlette:
         get_object,
         listing,
         multipart,
+        notifications,
         object_lock,
         objects,
+        pubsub,
     )
 
     metrics = Metrics()
 
-    async def s3(http: Request) -> Response:
+    async def s3(http: Request, answer: Handler | None = None) -> Response:
         started = time.perf_counter()
         client = http.client.host if http.client else ""
         context = RequestContext.new(client)
@@ -196,14 +200,25 @@ def create_app(services: Services) -> Starlette:
         )
         try:
             req = S3Request.of(http, services, context)
-            await req.run(authenticate, req)  # a key look-up may query the metabase
-            op = route(req)
-            name = context.operation = op.name
-            # a listing of a bucket is checked against the prefix it asks for
-            listing = op.action == "list" and req.bucket is not None and req.key is None
-            if not op.per_key:
-                authorize(req, op.action, key=req.query.get("prefix", "") if listing else None)
-            response = await op.handler(req)
+            if answer is not None:  # ripple's own API under /_ripple/: it routes itself
+                await req.run(authenticate, req)
+                response = await answer(req)
+                name = context.operation
+            elif req.method == "POST" and req.bucket is None:
+                # S3 has no POST at service level: it is the SNS-compatible topic API, which
+                # authenticates (for `sns`) and answers its errors itself
+                response = await topics.answer(req)
+                name = context.operation
+            else:
+                await req.run(authenticate, req)  # a key look-up may query the metabase
+                op = route(req)
+                name = context.operation = op.name
+                # a listing of a bucket is checked against the prefix it asks for
+                listing = op.action == "list" and req.bucket is not None and req.key is None
+                if not op.per_key:
+                    prefix = req.query.get("prefix", "") if listing else None
+                    authorize(req, op.action, key=prefix)
+                response = await op.handler(req)
         except S3Error as e:
             response = error_response(e, context, _resource(req), http.method, has_body=sent_body)
         except MetabaseError as e:
@@ -230,6 +245,9 @@ def create_app(services: Services) -> Starlette:
     async def prometheus(_: Request) -> Response:
         return Response(generate_latest(metrics.registry), media_type=CONTENT_TYPE_LATEST)
 
+    async def pubsub_api(http: Request) -> Response:
+        return await s3(http, pubsub.answer)
+
     async def s3_app(scope: Scope, receive: Receive, send: Send) -> None:
         # every path that is not ripple's own is S3's, whatever bytes it holds (a route
         # pattern would stop at a newline in a key)
@@ -241,6 +259,7 @@ def create_app(services: Services) -> Starlette:
         routes=[
             Route("/_ripple/health", health, methods=["GET"]),
             Route("/_ripple/metrics", prometheus, methods=["GET"]),
+            Route("/_ripple/pubsub/{path:path}", pubsub_api, methods=pubsub.METHODS),
         ]
     )
     app.router.default = s3_app

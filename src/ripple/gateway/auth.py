@@ -13,8 +13,11 @@ from ripple.gateway.errors import S3Error
 from ripple.gateway.request import S3Request, raw_query
 
 
-def authenticate(req: S3Request) -> None:
-    """Verify the request's signature; sets `req.access_key`, `req.signed` and the principal."""
+def authenticate(req: S3Request, *, service: str = "s3", payload_sha256: str | None = None) -> None:
+    """Verify the request's signature; sets `req.access_key`, `req.signed` and the principal.
+
+    S3 requests are signed for `s3`; the topic API passes `sns` and the body's SHA-256
+    (`sigv4.verify`)."""
     http = req.http
     raw_path = http.scope.get("raw_path", b"").decode("latin-1").split("?", 1)[0] or "/"
     headers: dict[str, str] = {}
@@ -29,6 +32,8 @@ def authenticate(req: S3Request) -> None:
         headers,
         keyring.secret_of,
         datetime.now(UTC),
+        service=service,
+        payload_sha256=payload_sha256,
     )
     if signed is None:
         raise S3Error(

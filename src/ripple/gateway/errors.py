@@ -40,6 +40,7 @@ STATUS: dict[str, int] = {
     "MissingSecurityHeader": 400,
     "NoSuchBucket": 404,
     "NoSuchKey": 404,
+    "NoSuchNotification": 404,
     "NoSuchObjectLockConfiguration": 404,
     "NoSuchUpload": 404,
     "NoSuchVersion": 404,

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, TypeVar
 from urllib.parse import parse_qsl, unquote
 
@@ -19,6 +19,9 @@ from ripple.gateway.errors import S3Error
 from ripple.gateway.ratelimit import TokenBuckets
 from ripple.metabase import BucketLocation, Metabase, ObjectLocation
 from ripple.metabase.rows import MAX_KEY_BYTES
+from ripple.notifications.registry import Registry
+from ripple.notifications.store import EventingStore
+from ripple.notifications.watcher import ConfigWatcher
 
 if TYPE_CHECKING:
     from ripple.gateway.sigv4 import SignedRequest
@@ -42,6 +45,21 @@ class Services:
     enforce_region: bool = False
     domain: str = ""  # virtual-hosted-style: BUCKET.<domain>
     inline_limit: int = INLINE_LIMIT
+    # which buckets have eventing, as this process knows it: the metabase asks it for every
+    # write, so the gateway keeps it current (`config_changed`, and a watcher thread)
+    registry: Registry = field(default_factory=Registry)
+    # topics may carry credentials in their push endpoint over plain HTTP
+    allow_secrets_in_cleartext: bool = False
+    eventing: EventingStore = field(init=False)
+    watcher: ConfigWatcher = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.eventing = EventingStore(self.db)
+        self.watcher = ConfigWatcher.for_registry(self.eventing, self.registry)
+
+    def config_changed(self) -> None:
+        """This gateway changed the eventing configuration: apply it before answering."""
+        self.watcher.refresh()
 
 
 def address_of(raw_path: str, host: str, domain: str) -> tuple[str | None, str | None]:

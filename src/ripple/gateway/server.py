@@ -17,6 +17,8 @@ from ripple.gateway.ratelimit import TokenBuckets
 from ripple.gateway.request import Services
 from ripple.identity import Keyring
 from ripple.metabase import Metabase
+from ripple.notifications.registry import Registry
+from ripple.targets.guard import DestinationGuard, set_default_guard
 
 
 class GatewayError(Exception):
@@ -30,7 +32,13 @@ def parse_address(address: str) -> tuple[str, int]:
     return host or "127.0.0.1", int(port)
 
 
-def build_services(settings: Settings, db: Metabase) -> Services:
+def build_services(settings: Settings, db: Metabase, registry: Registry | None = None) -> Services:
+    """The gateway's services. `registry` is the one `db` asks which buckets have eventing
+    (`open_metabase` makes both); without it, a registry of the static list is made."""
+    try:  # the topic API checks destinations with it
+        set_default_guard(DestinationGuard.from_settings(settings))
+    except ValueError as e:
+        raise GatewayError(str(e)) from e
     data_dir = Path(settings.data_dir)
     return Services(
         db=db,
@@ -40,6 +48,8 @@ def build_services(settings: Settings, db: Metabase) -> Services:
         region=settings.region or "us-east-1",
         enforce_region=bool(settings.region),
         domain=settings.s3_domain,
+        registry=registry or Registry.from_settings(settings),
+        allow_secrets_in_cleartext=settings.topics_allow_secrets_in_cleartext,
     )
 
 
@@ -83,10 +93,15 @@ class Gateway:
 
     def run(self) -> None:
         """Serve until SIGINT or SIGTERM (uvicorn's handlers, on the main thread)."""
-        self.server.run(sockets=[self.socket])
+        self.services.watcher.start()
+        try:
+            self.server.run(sockets=[self.socket])
+        finally:
+            self.services.watcher.stop()
 
     def start(self) -> None:
         """Serve on a thread; `stop` ends it."""
+        self.services.watcher.start()
         self._thread = threading.Thread(
             target=self.server.run,
             kwargs={"sockets": [self.socket]},
@@ -103,4 +118,5 @@ class Gateway:
         self.server.should_exit = True
         if self._thread is not None:
             self._thread.join(timeout)
+        self.services.watcher.stop()
         self.socket.close()

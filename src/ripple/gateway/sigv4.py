@@ -6,6 +6,10 @@ most 15 minutes; presigned URLs valid for `X-Amz-Expires` seconds). It returns N
 anonymous request, a `SignedRequest` (with the signing key the `aws-chunked` decoder needs
 for chunk signatures) for a valid one, and raises `S3Error` for everything else.
 Pure functions over the request's raw parts: no web framework here.
+
+S3 requests are signed for the service `s3`; the SNS-compatible topic API
+(`ripple.gateway.topics`) verifies with `service="sns"`, whose clients sign the body's
+SHA-256 without sending it as `x-amz-content-sha256` (`payload_sha256`).
 """
 
 from __future__ import annotations
@@ -84,13 +88,18 @@ def verify(
     lookup: Callable[[str], str | None],
     now: datetime,
     max_skew: timedelta = timedelta(minutes=15),
+    *,
+    service: str = "s3",
+    payload_sha256: str | None = None,
 ) -> SignedRequest | None:
     """Check a request's SigV4 signature; None when it carries no signature at all.
 
     `raw_path` and `query_string` are exactly as on the wire (still percent-encoded);
     `headers` has lower-case names and values decoded as Latin-1 (as ASGI servers do);
     `lookup` maps an access key id to its secret key (or None). Raises `S3Error` for a
-    signature that is malformed, expired or wrong.
+    signature that is malformed, expired or wrong, or made for another `service`.
+    `payload_sha256`, the body's SHA-256 in hex, stands in for a missing
+    `x-amz-content-sha256` header (the caller has read the body: SNS clients sign it so).
     """
     if now.tzinfo is None:
         now = now.replace(tzinfo=UTC)
@@ -105,9 +114,9 @@ def verify(
             "X-Amz-* query parameters, not both.",
         )
     if authorization is not None:
-        claim = _header_claim(authorization, headers, params)
+        claim = _header_claim(authorization, headers, params, service, payload_sha256)
     elif presigned:
-        claim = _query_claim(params)
+        claim = _query_claim(params, service)
     elif "AWSAccessKeyId" in names or "Signature" in names:
         raise S3Error("InvalidRequest", _UNSUPPORTED)
     else:
@@ -129,16 +138,17 @@ def verify(
             f"{', '.join(unsigned)}; sign every x-amz-* header.",
             extra={"HeadersNotSigned": ", ".join(unsigned)},
         )
-    return _check_signature(method, raw_path, headers, claim, secret)
+    return _check_signature(method, raw_path, headers, claim, secret, service)
 
 
-def signing_key(secret_key: str, date: str, region: str) -> bytes:
-    """The SigV4 key for S3 on one day in one region (cached: it signs many requests)."""
-    cache_key = (secret_key, date, region)
+def signing_key(secret_key: str, date: str, region: str, service: str = "s3") -> bytes:
+    """The SigV4 key for a service (S3) on one day in one region (cached: it signs many
+    requests)."""
+    cache_key = (secret_key, date, region, service)
     key = _KEYS.get(cache_key)
     if key is None:
         key = _hmac(("AWS4" + secret_key).encode(), date)
-        for part in (region, "s3", "aws4_request"):
+        for part in (region, service, "aws4_request"):
             key = _hmac(key, part)
         if len(_KEYS) >= _KEYS_MAX:
             _KEYS.clear()
@@ -146,7 +156,7 @@ def signing_key(secret_key: str, date: str, region: str) -> bytes:
     return key
 
 
-_KEYS: dict[tuple[str, str, str], bytes] = {}
+_KEYS: dict[tuple[str, str, str, str], bytes] = {}
 _KEYS_MAX = 1024
 
 
@@ -209,7 +219,11 @@ class _Claim:
 
 
 def _header_claim(
-    authorization: str, headers: Mapping[str, str], params: list[tuple[str, str]]
+    authorization: str,
+    headers: Mapping[str, str],
+    params: list[tuple[str, str]],
+    service: str,
+    payload_sha256: str | None,
 ) -> _Claim:
     algorithm, _, rest = authorization.strip().partition(" ")
     if algorithm != ALGORITHM:
@@ -226,7 +240,7 @@ def _header_claim(
             "the authorization header requires three components: Credential, "
             "SignedHeaders, and Signature",
         )
-    payload = headers.get("x-amz-content-sha256")
+    payload = headers.get("x-amz-content-sha256", payload_sha256)
     if payload is None:
         raise S3Error(
             "InvalidRequest",
@@ -250,10 +264,10 @@ def _header_claim(
             "AWS authentication requires a valid Date or x-amz-date header; send one.",
         )
     fields_in_order = (fields["Credential"], fields["SignedHeaders"], fields["Signature"])
-    return _claim(_HEADER_ERROR, *fields_in_order, when, payload, params, None)
+    return _claim(_HEADER_ERROR, service, *fields_in_order, when, payload, params, None)
 
 
-def _query_claim(params: list[tuple[str, str]]) -> _Claim:
+def _query_claim(params: list[tuple[str, str]], service: str) -> _Claim:
     values: dict[str, str] = {}
     for name, value in params:
         if name in _QUERY_AUTH or name == "X-Amz-Content-Sha256":
@@ -284,11 +298,12 @@ def _query_claim(params: list[tuple[str, str]]) -> _Claim:
     _payload_hash(payload)
     signed_params = [(name, value) for name, value in params if name != "X-Amz-Signature"]
     fields = (values["X-Amz-Credential"], values["X-Amz-SignedHeaders"], values["X-Amz-Signature"])
-    return _claim(_QUERY_ERROR, *fields, when, payload, signed_params, int(expires))
+    return _claim(_QUERY_ERROR, service, *fields, when, payload, signed_params, int(expires))
 
 
 def _claim(
     code: str,
+    expected_service: str,
     credential: str,
     signed_headers: str,
     signature: str,
@@ -308,8 +323,10 @@ def _claim(
     access_key_id, date, region, service, terminator = pieces
     if date != when.strftime("%Y%m%d"):
         raise _malformed(code, f"Invalid credential date {date!r}: it is not the request's date")
-    if service != "s3":
-        raise _malformed(code, f'incorrect service "{service}"; this endpoint belongs to "s3"')
+    if service != expected_service:
+        raise _malformed(
+            code, f'incorrect service "{service}"; this endpoint belongs to "{expected_service}"'
+        )
     if terminator != "aws4_request":
         detail = f'incorrect terminal "{terminator}"; this endpoint uses "aws4_request"'
         raise _malformed(code, detail)
@@ -393,7 +410,12 @@ def _wire_bytes(text: str) -> bytes:
 
 
 def _check_signature(
-    method: str, raw_path: str, headers: Mapping[str, str], claim: _Claim, secret: str
+    method: str,
+    raw_path: str,
+    headers: Mapping[str, str],
+    claim: _Claim,
+    secret: str,
+    service: str,
 ) -> SignedRequest:
     """Compare the signature with ours; the payload hash is signed exactly as sent."""
     missing = [name for name in claim.headers if name not in headers]
@@ -415,10 +437,10 @@ def _check_signature(
         ]
     )
     date = claim.amz_date[:8]
-    scope = f"{date}/{claim.region}/s3/aws4_request"
+    scope = f"{date}/{claim.region}/{service}/aws4_request"
     request_hash = hashlib.sha256(_wire_bytes(canonical_request)).hexdigest()
     string_to_sign = f"{ALGORITHM}\n{claim.amz_date}\n{scope}\n{request_hash}"
-    key = signing_key(secret, date, claim.region)
+    key = signing_key(secret, date, claim.region, service)
     if not hmac.compare_digest(sign(key, string_to_sign), claim.signature):
         raise S3Error(
             "SignatureDoesNotMatch",

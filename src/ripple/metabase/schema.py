@@ -100,10 +100,11 @@ sa.Index(
 
 def all_metadata() -> sa.MetaData:
     """Every table the migrations create: the metabase's, the change stream's, the
-    pipeline's, the pull subscriptions' and the access keys' (imported here only, for the
-    migrations' schema check)."""
+    pipeline's, the pull subscriptions', the access keys' and the eventing configuration's
+    (imported here only, for the migrations' schema check)."""
     from ripple.changestream.schema import metadata as changestream_metadata
     from ripple.identity.schema import metadata as identity_metadata
+    from ripple.notifications.schema import metadata as notifications_metadata
     from ripple.pipeline.schema import metadata as pipeline_metadata
     from ripple.subscriptions.schema import metadata as subscriptions_metadata
 
@@ -114,6 +115,7 @@ def all_metadata() -> sa.MetaData:
         pipeline_metadata,
         subscriptions_metadata,
         identity_metadata,
+        notifications_metadata,
     ):
         for table in source.tables.values():
             table.to_metadata(merged)

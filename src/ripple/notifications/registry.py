@@ -15,6 +15,7 @@ a lock and then swaps the reference, and readers only ever look at the current r
 
 from __future__ import annotations
 
+import re
 import threading
 import uuid
 from collections.abc import Mapping, Sequence
@@ -47,6 +48,11 @@ class Destination:
     events: tuple[str, ...] = ALL_EVENTS
     prefix: str = ""
     suffix: str = ""
+    regex: str | None = None  # the whole key must match (an extension filter rule)
+
+    def __post_init__(self) -> None:
+        if self.regex is not None:
+            re.compile(self.regex)  # a bad one fails here, not per event
 
     def wants(self, event_name: str, key: str) -> bool:
         """Does this notification send an event of this name about this key?"""
@@ -54,7 +60,18 @@ class Destination:
             key.startswith(self.prefix)
             and key.endswith(self.suffix)
             and any(matches(pattern, event_name) for pattern in self.events)
+            and (self.regex is None or _compiled(self.regex).fullmatch(key) is not None)
         )
+
+
+_PATTERNS: dict[str, re.Pattern[str]] = {}
+
+
+def _compiled(regex: str) -> re.Pattern[str]:
+    pattern = _PATTERNS.get(regex)
+    if pattern is None:
+        pattern = _PATTERNS[regex] = re.compile(regex)
+    return pattern
 
 
 class Registry:
@@ -107,6 +124,13 @@ class Registry:
                 self._api[key] = tuple(destinations)
             else:
                 self._api.pop(key, None)
+            self._publish()
+
+    def replace_api(self, routes: Mapping[BucketKey, Sequence[Destination]]) -> None:
+        """Replace every bucket's API configuration at once (a reload from the database)."""
+        api = {key: tuple(ds) for key, ds in routes.items() if ds}
+        with self._lock:
+            self._api = api
             self._publish()
 
     def replace_static(self, static: Mapping[BucketKey, str]) -> None:

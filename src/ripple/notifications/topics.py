@@ -39,9 +39,15 @@ Kind = Literal["webhook", "pubsub", "amqp", "nats", "mqtt", "redis", "pull"]
 
 @dataclass(frozen=True)
 class Topic:
-    name: str
+    name: str  # unique among the pipeline's topics: a configured name, or an API topic's ARN
     push_endpoint: str = ""  # empty: the default for the name (see the module docstring)
     arguments: Mapping[str, str] = field(default_factory=dict)
+    label: str = ""  # the name its owner gave an API topic: the default routing key, subject…
+
+    @property
+    def short_name(self) -> str:
+        """What a broker sees as the topic (routing key, subject, MQTT topic)."""
+        return self.label or self.name
 
     @property
     def endpoint(self) -> Endpoint | None:

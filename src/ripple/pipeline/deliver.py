@@ -36,7 +36,7 @@ class RetryPolicy:
     """How hard to try a destination (per destination: `time-to-live`, `max-retries`)."""
 
     attempts_in_batch: int = 3  # tries within the batch before queueing
-    base_delay_s: float = 0.05  # first backoff; doubles each attempt, with full jitter
+    base_delay_s: float = 0.05  # first backoff; doubles each attempt, with jitter
     max_delay_s: float = 60.0  # backoff cap (queue drains)
     time_to_live_s: float = 24 * 3600.0  # past this since the first failure: dead letter
     max_retries: int = 1000  # queue attempts before dead letter
@@ -44,7 +44,8 @@ class RetryPolicy:
 
     def backoff_s(self, attempt: int, rng: random.Random) -> float:
         """Delay before attempt `attempt + 1` (attempt counts from 1): exponential, capped,
-        with full jitter so many failed events do not come back at once."""
+        with jitter (between half and all of the ceiling) so many failed events do not
+        come back at once."""
         ceiling = min(self.max_delay_s, self.base_delay_s * (2 ** (attempt - 1)))
         return rng.uniform(ceiling / 2, ceiling)
 
@@ -84,6 +85,30 @@ class Deliverer:
         self._pool.shutdown(wait=True)
         for target in self._all():
             target.close()
+
+    def reconfigure(
+        self, targets: Mapping[str, Sequence[Target]], policies: Mapping[str, RetryPolicy]
+    ) -> None:
+        """Deliver to `targets` from now on (between batches): targets that are new are
+        opened, those no longer given are closed; a target given again (the same object)
+        goes on as it was. Queued events of a closed target stay in its retry queue."""
+        before = {t.name: t for t in self._all()}
+        after = {t.name: t for ts in targets.values() for t in ts}
+        for name, target in after.items():
+            if before.get(name) is not target:
+                target.open()
+        with self._lock:
+            self.targets = {topic: list(ts) for topic, ts in targets.items()}
+            self.policies = dict(policies)
+            if len(after) > self._pool._max_workers:
+                old, self._pool = (
+                    self._pool,
+                    ThreadPoolExecutor(max_workers=len(after), thread_name_prefix="deliver"),
+                )
+                old.shutdown(wait=False)
+        for name, target in before.items():
+            if after.get(name) is not target:
+                target.close()
 
     def _all(self) -> list[Target]:
         seen: dict[str, Target] = {}

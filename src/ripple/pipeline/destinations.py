@@ -30,6 +30,7 @@ from ripple.subscriptions.store import SubscriptionStore
 from ripple.targets import amqp, mqtt, nats, pubsub, redis, webhook
 from ripple.targets.arguments import flag, positive, whole
 from ripple.targets.base import Target
+from ripple.targets.guard import DestinationRefused, default_guard
 from ripple.targets.opaque import OpaqueDataTarget
 from ripple.targets.subscription import SubscriptionTarget
 
@@ -78,8 +79,16 @@ def policy_of(topic: Topic, default: RetryPolicy | None = None) -> RetryPolicy:
 
 
 def push_target(topic: Topic) -> Target | None:
-    """The target the topic's push endpoint names, or None for a pull-only topic."""
+    """The target the topic's push endpoint names, or None for a pull-only topic.
+
+    `ValueError` naming the topic if an argument is wrong, or if the destination guard
+    (`ripple.targets.guard.default_guard`) refuses the endpoint's host."""
     arguments = {k: v for k, v in topic.arguments.items() if k not in COMMON_ARGUMENTS}
+    if topic.label:  # an API topic, named by its ARN: brokers see the name its owner gave it
+        default = {"amqp": "amqp-routing-key", "nats": "nats-subject", "mqtt": "mqtt-topic"}
+        argument = default.get(topic.kind)
+        if argument is not None:
+            arguments.setdefault(argument, topic.label)
     endpoint = topic.endpoint
     target: Target
     match topic.kind:
@@ -99,6 +108,14 @@ def push_target(topic: Topic) -> Target | None:
                     f"{', '.join(map(repr, extra))} would do nothing; remove them"
                 )
             return None
+    hosts = [endpoint.host] if endpoint is not None and endpoint.host else []
+    if isinstance(target, pubsub.PubSubTarget) and target.address is not None:
+        hosts.append(target.address[0])  # an emulator's endpoint argument
+    for host in hosts:
+        try:
+            default_guard().check_host(host)
+        except DestinationRefused as e:
+            raise ValueError(f"topic {topic.name!r}: {e}") from None
     opaque = topic.arguments.get("OpaqueData")
     return OpaqueDataTarget(target, opaque) if opaque is not None else target
 

@@ -82,14 +82,18 @@ def batch_handler(
     registry: Registry,
     deliverer: Deliverer,
     delivered: Callable[[dict[int, int]], None] | None = None,
+    reconfigure: Callable[[], object] | None = None,
 ) -> BatchHandler:
-    """foreachBatch: route the batch's events and deliver them (or queue them); then tell
-    `delivered` the last position handled per partition. (Spark tells the source only when
-    it plans the next batch, so without this a pipeline that lost its checkpoint would
-    deliver its last batch again.)"""
+    """foreachBatch: apply a changed eventing configuration (`reconfigure`), route the
+    batch's events and deliver them (or queue them); then tell `delivered` the last
+    position handled per partition. (Spark tells the source only when it plans the next
+    batch, so without this a pipeline that lost its checkpoint would deliver its last batch
+    again.)"""
 
     def handle(events: DataFrame, batch_id: int) -> None:
         started = time.monotonic()
+        if reconfigure is not None:
+            reconfigure()
         rows = events.toArrow().to_pylist()
         routed = route(rows, registry, batch_id)
         deliverer.deliver(routed.by_topic)
@@ -141,8 +145,10 @@ def run(
     deliverer: Deliverer,
     stop: threading.Event | None = None,
     on_started: Callable[[StreamingQuery], Any] | None = None,
+    reconfigure: Callable[[], object] | None = None,
 ) -> None:
-    """Run the job until `stop` is set (or the query fails, which raises)."""
+    """Run the job until `stop` is set (or the query fails, which raises). `reconfigure`
+    runs at the start of every batch (`ripple.pipeline.reconfigure`)."""
     stop = stop or threading.Event()
     spark = spark_session(settings.master, settings.spark_conf)
     deliverer.open()
@@ -154,6 +160,7 @@ def run(
             registry,
             deliverer,
             lambda positions: offsets.commit_offsets(DEFAULT_CONSUMER, positions),
+            reconfigure,
         ),
     )
     if on_started is not None:

@@ -26,11 +26,14 @@ from ripple.config import Settings
 from ripple.metabase import Metabase
 from ripple.metabase.migrate import current_revision, head_revision
 from ripple.notifications.registry import Registry
+from ripple.notifications.store import EventingStore
 from ripple.pipeline.deliver import Deliverer
-from ripple.pipeline.destinations import Destinations, build, topics_in_use
+from ripple.pipeline.destinations import Destinations
 from ripple.pipeline.job import JobSettings, run
 from ripple.pipeline.queue import RetryQueue
+from ripple.pipeline.reconfigure import Reconfigurer
 from ripple.subscriptions.store import SubscriptionStore
+from ripple.targets.guard import DestinationGuard, set_default_guard
 
 __all__ = ["Pipeline", "PipelineError", "parse_address"]
 
@@ -57,6 +60,7 @@ class Pipeline:
     registry: Registry
     destinations: Destinations
     deliverer: Deliverer
+    reconfigurer: Reconfigurer
     metrics_address: tuple[str, int] | None = None  # host, port (0: any free port)
     stop: threading.Event = field(default_factory=threading.Event)
 
@@ -73,6 +77,10 @@ class Pipeline:
         metrics = None
         if metrics_address is not None:
             metrics = parse_address(metrics_address, "the metrics address")
+        try:  # before any target is built: they all ask it
+            set_default_guard(DestinationGuard.from_settings(settings))
+        except ValueError as e:
+            raise PipelineError(str(e)) from e
         registry = Registry.from_settings(settings)
         metabase = Metabase(settings.effective_database_url, eventing=registry.is_eventing)
         try:
@@ -82,9 +90,11 @@ class Pipeline:
                     f"the metabase at {metabase.url.render_as_string(hide_password=True)} is at "
                     f"schema revision {revision}, not {head}: run `ripple db upgrade` first"
                 )
-            topics = topics_in_use(settings.topics, registry)
+            reconfigurer = Reconfigurer(
+                settings.topics, registry, EventingStore(metabase), SubscriptionStore(metabase)
+            )
             try:
-                destinations = build(topics, SubscriptionStore(metabase))
+                destinations = reconfigurer.initial()
             except ValueError as e:
                 raise PipelineError(str(e)) from e
         except BaseException:
@@ -93,6 +103,7 @@ class Pipeline:
         deliverer = Deliverer(
             destinations.targets, RetryQueue(metabase.writer), destinations.policies
         )
+        reconfigurer.deliverer = deliverer
         job = JobSettings(
             database_url=metabase.url.render_as_string(hide_password=False),
             checkpoint_dir=checkpoint_dir or settings.data_dir / "checkpoint",
@@ -101,7 +112,9 @@ class Pipeline:
             max_records_per_batch=max_records_per_batch,
             trigger_interval=trigger_interval,
         )
-        return cls(settings, job, metabase, registry, destinations, deliverer, metrics)
+        return cls(
+            settings, job, metabase, registry, destinations, deliverer, reconfigurer, metrics
+        )
 
     def serve_metrics(self) -> str | None:
         """Start the Prometheus endpoint; its `host:port` (the real port if 0 was asked)."""
@@ -139,6 +152,13 @@ class Pipeline:
                 on_started(query)
 
         try:
-            run(self.job, self.registry, self.deliverer, self.stop, started)
+            run(
+                self.job,
+                self.registry,
+                self.deliverer,
+                self.stop,
+                started,
+                reconfigure=self.reconfigurer.check,
+            )
         finally:
             self.metabase.dispose()

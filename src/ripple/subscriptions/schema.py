@@ -1,4 +1,5 @@
-"""The pull subscriptions' tables in the metabase database (created by migration 0006).
+"""The pull subscriptions' tables in the metabase database (created by migration 0006;
+0008 adds `owner`).
 
 - `subscriptions`: one row a subscription: its topic, the format its events are pulled in
   (`s3` records or the `compact` form) and how many days unacknowledged events are kept.
@@ -22,10 +23,11 @@ subscriptions = sa.Table(
     "subscriptions",
     metadata,
     sa.Column("name", sa.String(255), primary_key=True),
-    sa.Column("topic", sa.String(255), nullable=False),
+    sa.Column("topic", sa.String(512), nullable=False),  # a configured name or a topic ARN
     sa.Column("format", sa.String(16), nullable=False),  # "s3" or "compact"
     sa.Column("events_retention_days", sa.Integer, nullable=False, server_default="7"),
     sa.Column("created_at_ns", sa.BigInteger, nullable=False),
+    sa.Column("owner", sa.Uuid, nullable=True),  # the project that made it (API); None: CLI
 )
 sa.Index("subscriptions_topic", subscriptions.c.topic)
 

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import builtins
 import re
+import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final
@@ -78,6 +79,7 @@ class Subscription:
     format: str  # "s3" or "compact"
     events_retention_days: int
     created_at_ns: int
+    owner: uuid.UUID | None = None  # the project that made it through the API; None: the CLI
 
 
 @dataclass(frozen=True)
@@ -125,10 +127,12 @@ class SubscriptionStore:
         *,
         format: str = "s3",
         events_retention_days: int = DEFAULT_RETENTION_DAYS,
+        owner: uuid.UUID | None = None,
     ) -> Subscription:
         """Create a subscription to `topic`, or update the format and retention of the
         subscription of that name to the same topic. ValueError if anything is invalid or
-        the name is taken by a subscription to another topic."""
+        the name is taken by a subscription to another topic. `owner` is recorded when the
+        subscription is made (an update keeps the one it has)."""
         problem = subscription_name_problem(name)
         if problem:
             raise ValueError(problem)
@@ -150,7 +154,7 @@ class SubscriptionStore:
         def run(conn: Connection) -> Subscription:
             existing = self._find(conn, name, for_update=True)
             if existing is None:
-                made = Subscription(name, topic, format, events_retention_days, now_ns)
+                made = Subscription(name, topic, format, events_retention_days, now_ns, owner)
                 conn.execute(
                     sa.insert(subscriptions).values(
                         name=name,
@@ -158,6 +162,7 @@ class SubscriptionStore:
                         format=format,
                         events_retention_days=events_retention_days,
                         created_at_ns=now_ns,
+                        owner=owner,
                     )
                 )
                 return made
@@ -171,7 +176,9 @@ class SubscriptionStore:
                 .where(subscriptions.c.name == name)
                 .values(format=format, events_retention_days=events_retention_days)
             )
-            return Subscription(name, topic, format, events_retention_days, existing.created_at_ns)
+            return Subscription(
+                name, topic, format, events_retention_days, existing.created_at_ns, existing.owner
+            )
 
         return self.db.run_write(run)
 
@@ -341,6 +348,7 @@ def _subscription(row: sa.RowMapping) -> Subscription:
         format=row["format"],
         events_retention_days=int(row["events_retention_days"]),
         created_at_ns=int(row["created_at_ns"]),
+        owner=row["owner"],
     )
 
 

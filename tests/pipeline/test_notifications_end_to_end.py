@@ -1,0 +1,225 @@
+"""The whole way, through the APIs (Spark `local[2]`, SQLite and PostgreSQL): boto3's `sns`
+client creates a topic whose push endpoint is a webhook on 127.0.0.1, boto3's `s3` client
+puts a notification with a prefix filter and uploads through the gateway, and the running
+pipeline delivers exactly the expected records; DeleteObjects of 3 keys yields 3 events; a
+versioned bucket yields `ObjectRemoved:DeleteMarkerCreated`; a notification put while the
+pipeline runs reaches it within 5 s (the figure is printed). A pull-only topic, notification
+and subscription made through the pubsub REST API (`/_ripple/pubsub/`) get uploads too, pulled
+in pages and acknowledged.
+
+The pipeline runs in a thread as `ripple pipeline run` wires it: a `Reconfigurer` over the
+API's store, checked at the start of every batch."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import boto3
+import pytest
+from botocore.config import Config
+from pyspark.sql import SparkSession
+
+from ripple.metabase import Metabase
+from ripple.notifications.registry import Registry
+from ripple.notifications.store import EventingStore
+from ripple.pipeline.deliver import Deliverer, RetryPolicy
+from ripple.pipeline.job import JobSettings, run
+from ripple.pipeline.queue import RetryQueue
+from ripple.pipeline.reconfigure import Reconfigurer
+from ripple.subscriptions.store import SubscriptionStore
+from tests.gateway.conftest import Running, gateway, s3, services  # noqa: F401
+from tests.gateway.test_pubsub_api import PubSub
+from tests.pipeline.conftest import wait_for
+from tests.receiver import Receiver, receiver
+
+
+@pytest.fixture
+def hook() -> Iterator[Receiver]:
+    with receiver() as r:
+        yield r
+
+
+@pytest.fixture
+def sns(gateway: Running) -> Any:  # noqa: F811
+    return boto3.client(
+        "sns",
+        endpoint_url=gateway.url,
+        region_name="us-east-1",
+        aws_access_key_id=gateway.key.access_key_id,
+        aws_secret_access_key=gateway.secret,
+        config=Config(retries={"max_attempts": 1}),
+    )
+
+
+@contextmanager
+def pipeline(db: Metabase, checkpoint: Path) -> Iterator[Reconfigurer]:
+    """The pipeline in a thread, following the API's configuration, until the block ends."""
+    registry = Registry()
+    policy = RetryPolicy(base_delay_s=0.01, max_delay_s=0.2)
+    reconfigurer = Reconfigurer({}, registry, EventingStore(db), SubscriptionStore(db), policy)
+    built = reconfigurer.initial()
+    deliverer = Deliverer(
+        built.targets, RetryQueue(db.writer), built.policies, default_policy=policy
+    )
+    reconfigurer.deliverer = deliverer
+    settings = JobSettings(
+        db.url.render_as_string(hide_password=False),
+        checkpoint,
+        master="local[2]",
+        drain_interval_s=0.1,
+    )
+    stop = threading.Event()
+    errors: list[BaseException] = []
+
+    def body() -> None:
+        try:
+            run(settings, registry, deliverer, stop, reconfigure=reconfigurer.check)
+        except BaseException as e:
+            errors.append(e)
+
+    thread = threading.Thread(target=body, name="pipeline")
+    thread.start()
+    try:
+        yield reconfigurer
+    finally:
+        stop.set()
+        thread.join(120)
+        assert not thread.is_alive(), "the pipeline did not stop"
+    assert errors == [], errors
+
+
+def events(hook: Receiver, bucket: str) -> list[tuple[str, str]]:
+    return [
+        (r["eventName"], r["s3"]["object"]["key"])
+        for r in hook.records()
+        if r["s3"]["bucket"]["name"] == bucket
+    ]
+
+
+def notify(client: Any, bucket: str, arn: str, notification_id: str, prefix: str = "") -> None:
+    config: dict[str, Any] = {
+        "Id": notification_id,
+        "TopicArn": arn,
+        "Events": ["s3:ObjectCreated:*", "s3:ObjectRemoved:*"],
+    }
+    if prefix:
+        config["Filter"] = {"Key": {"FilterRules": [{"Name": "prefix", "Value": prefix}]}}
+    client.put_bucket_notification_configuration(
+        Bucket=bucket, NotificationConfiguration={"TopicConfigurations": [config]}
+    )
+
+
+def test_topic_notification_upload_webhook(
+    spark: SparkSession,
+    gateway: Running,  # noqa: F811
+    s3: Any,  # noqa: F811
+    sns: Any,
+    hook: Receiver,
+    tmp_path: Path,
+) -> None:
+    db = gateway.services.db
+    db.eventing = gateway.services.registry.is_eventing  # as `ripple serve` wires it
+    arn = sns.create_topic(Name="photos", Attributes={"push-endpoint": hook.url})["TopicArn"]
+    s3.create_bucket(Bucket="photos")
+    notify(s3, "photos", arn, "jpegs", prefix="2026/")
+    assert [p.json()["Event"] for p in hook.posts] == ["s3:TestEvent"]
+
+    with pipeline(db, tmp_path / "checkpoint"):
+        etags = {}
+        for key in ("2026/a.jpg", "2026/b.jpg", "2026/c.jpg", "other/skipped.jpg"):
+            etags[key] = s3.put_object(Bucket="photos", Key=key, Body=key.encode())["ETag"]
+        wait_for(lambda: len(events(hook, "photos")) >= 3, what="3 created events")
+        deleted = s3.delete_objects(
+            Bucket="photos",
+            Delete={"Objects": [{"Key": k} for k in ("2026/a.jpg", "2026/b.jpg", "2026/c.jpg")]},
+        )
+        assert len(deleted["Deleted"]) == 3
+        wait_for(lambda: len(events(hook, "photos")) >= 6, what="3 removed events")
+
+        # a notification put while the pipeline runs: measured to its first event
+        s3.create_bucket(Bucket="archive")
+        s3.put_bucket_versioning(Bucket="archive", VersioningConfiguration={"Status": "Enabled"})
+        started = time.monotonic()
+        notify(s3, "archive", arn, "archive")
+        s3.put_object(Bucket="archive", Key="report.pdf", Body=b"v1")
+        wait_for(lambda: len(events(hook, "archive")) >= 1, what="the new notification", timeout=5)
+        print(f"configuration change to first event: {time.monotonic() - started:.2f} s")
+        s3.delete_object(Bucket="archive", Key="report.pdf")
+        wait_for(lambda: len(events(hook, "archive")) >= 2, what="the delete marker's event")
+
+    assert sorted(events(hook, "photos")[:3]) == [
+        ("ObjectCreated:Put", "2026/a.jpg"),
+        ("ObjectCreated:Put", "2026/b.jpg"),
+        ("ObjectCreated:Put", "2026/c.jpg"),
+    ]
+    assert sorted(events(hook, "photos")[3:]) == [
+        ("ObjectRemoved:Delete", "2026/a.jpg"),
+        ("ObjectRemoved:Delete", "2026/b.jpg"),
+        ("ObjectRemoved:Delete", "2026/c.jpg"),
+    ]
+    assert events(hook, "archive") == [
+        ("ObjectCreated:Put", "report.pdf"),
+        ("ObjectRemoved:DeleteMarkerCreated", "report.pdf"),
+    ]
+    records = [r for r in hook.records() if r["s3"]["bucket"]["name"] == "photos"]
+    for record in records[:3]:
+        assert record["s3"]["configurationId"] == "jpegs"
+        assert record["eventVersion"] == "2.1"
+        key = record["s3"]["object"]["key"].replace("%2F", "/")
+        assert f'"{record["s3"]["object"]["eTag"]}"' == etags[key]
+        assert record["userIdentity"]["principalId"] == str(gateway.key.project_public_id)
+    assert len(hook.records()) == 8  # nothing else: other/skipped.jpg was filtered out
+
+
+def test_pull_subscription_through_the_rest_api(
+    spark: SparkSession,
+    gateway: Running,  # noqa: F811
+    s3: Any,  # noqa: F811
+    tmp_path: Path,
+) -> None:
+    """A pull-only topic, a notification and a subscription made through /_ripple/pubsub/;
+    uploads reach the subscription through the running pipeline, and are pulled in pages of 2
+    following next_marker and acknowledged until a pull answers nothing."""
+    db = gateway.services.db
+    db.eventing = gateway.services.registry.is_eventing  # as `ripple serve` wires it
+    api = PubSub(gateway.url, gateway.key.access_key_id, gateway.secret)
+    api.ok("PUT", "topics/t")
+    s3.create_bucket(Bucket="photos")
+    api.ok("PUT", "notifications/bucket/photos", {"topic": "t", "events": "OBJECT_CREATE"})
+    api.ok("PUT", "subscriptions/sub", {"topic": "t"})
+    keys = [f"2026/{i}.jpg" for i in range(5)]
+
+    def pending() -> int:
+        return len(api.ok("GET", "subscriptions/sub", {"events": None})["events"])
+
+    with pipeline(db, tmp_path / "checkpoint"):
+        for key in keys:
+            s3.put_object(Bucket="photos", Key=key, Body=key.encode())
+        wait_for(lambda: pending() >= 5, what="5 events in the subscription")
+
+        pulled: list[tuple[str, str]] = []
+        pages: list[int] = []
+        marker = ""
+        while True:
+            params: dict[str, str | None] = {"events": None, "max-entries": "2"}
+            if marker:
+                params["marker"] = marker
+            page = api.ok("GET", "subscriptions/sub", params)
+            pages.append(len(page["events"]))
+            for event in page["events"]:
+                assert event["info"]["bucket"]["name"] == "photos"
+                pulled.append((event["event"], event["info"]["key"]["name"]))
+                api.ok("POST", "subscriptions/sub", {"ack": None, "event-id": event["id"]})
+            marker = page["next_marker"]
+            if not page["is_truncated"]:
+                break
+        final = api.ok("GET", "subscriptions/sub", {"events": None})
+
+    assert pages == [2, 2, 1]
+    assert sorted(pulled) == [("OBJECT_CREATE", key) for key in keys]
+    assert final == {"next_marker": "", "is_truncated": False, "events": []}
