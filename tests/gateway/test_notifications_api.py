@@ -280,3 +280,18 @@ def test_the_gateway_records_changes_once_the_bucket_has_a_notification(
             for row in conn.execute(sa.select(change_records.c.transaction_tag))
         ]
     assert [t["request_id"] for t in tags] == [put["ResponseMetadata"]["RequestId"]]
+
+
+def test_deleting_the_bucket_deletes_its_notifications(gateway: Running, s3: Any) -> None:
+    topic = make_topic(gateway, "t", "none")
+    s3.create_bucket(Bucket="photos")
+    s3.put_bucket_notification_configuration(
+        Bucket="photos", NotificationConfiguration=configuration(("n", topic.arn))
+    )
+    key = gateway.key
+    assert gateway.services.registry.is_eventing(key.project_id, "photos")
+    s3.delete_bucket(Bucket="photos")
+    assert not gateway.services.registry.is_eventing(key.project_id, "photos")
+    s3.create_bucket(Bucket="photos")
+    assert "TopicConfigurations" not in s3.get_bucket_notification_configuration(Bucket="photos")
+    assert gateway.services.eventing.changes()[0]["action"] == "delete-bucket-notifications"

@@ -638,7 +638,7 @@ def test_from_arguments() -> None:
 
     defaults = from_arguments("t", parse_endpoint("amqp://h"), {"amqp-exchange": "x"})
     assert (defaults.ack_level, defaults.verify_ssl, defaults.timeout_s) == ("broker", True, 10.0)
-    assert defaults.connections == 2
+    assert defaults.connections == 1
     plain = defaults.connection_parameters()
     assert (plain.port, plain.virtual_host, plain.ssl_options) == (5672, "/", None)
     assert plain.credentials == pika.PlainCredentials("guest", "guest")

@@ -11,6 +11,7 @@ from ripple.gateway.app import operation
 from ripple.gateway.body import read_document
 from ripple.gateway.errors import S3Error
 from ripple.gateway.request import S3Request
+from ripple.gateway.topics import principal
 from ripple.metabase import (
     DefaultRetention,
     RetentionMode,
@@ -71,6 +72,10 @@ async def head(req: S3Request) -> Response:
 @operation("DELETE", "bucket", "", "DeleteBucket", "delete")
 async def delete(req: S3Request) -> Response:
     await req.run(delete_bucket, req.db, req.bucket_location)
+    # its notifications go with it, as in S3: a bucket made again under the name starts bare
+    assert req.bucket is not None
+    await req.run(req.services.eventing.forget_bucket, req.project_id, req.bucket, principal(req))
+    await req.run(req.services.config_changed)
     return Response(status_code=204)
 
 

@@ -29,6 +29,7 @@ from ripple.gateway.app import operation
 from ripple.gateway.body import read_document
 from ripple.gateway.errors import S3Error
 from ripple.gateway.request import S3Request
+from ripple.gateway.topics import principal
 from ripple.metabase import Metabase, get_bucket_info
 from ripple.metabase.errors import BucketNotFound
 from ripple.metabase.schema import buckets
@@ -45,12 +46,6 @@ log = logging.getLogger(__name__)
 
 SMALL_DOCUMENT = 256 * 1024
 UNABLE_TO_VALIDATE = "Unable to validate the following destination configurations"
-
-
-def principal_of(req: S3Request) -> str:
-    key = req.access_key
-    assert key is not None
-    return f"{key.user} ({key.access_key_id})"
 
 
 @operation("PUT", "bucket", "notification", "PutBucketNotificationConfiguration", "write")
@@ -86,7 +81,7 @@ async def put(req: S3Request) -> Response:
                 extra[f"ArgumentValue{number}"] = error
             raise S3Error("InvalidArgument", UNABLE_TO_VALIDATE, extra=extra)
     await req.run(
-        store.put_notifications, req.project_id, req.bucket, notifications, principal_of(req)
+        store.put_notifications, req.project_id, req.bucket, notifications, principal(req)
     )
     await req.run(req.services.config_changed)
     return Response(status_code=200)
@@ -112,12 +107,12 @@ async def delete(req: S3Request) -> Response:
     store, wanted = req.services.eventing, req.query.get("notification")
     if wanted:
         deleted = await req.run(
-            store.delete_notification, req.project_id, req.bucket, wanted, principal_of(req)
+            store.delete_notification, req.project_id, req.bucket, wanted, principal(req)
         )
         if not deleted:
             raise _no_such_notification(req, wanted)
     else:
-        await req.run(store.put_notifications, req.project_id, req.bucket, [], principal_of(req))
+        await req.run(store.put_notifications, req.project_id, req.bucket, [], principal(req))
     await req.run(req.services.config_changed)
     return Response(status_code=204)
 

@@ -37,7 +37,7 @@ from starlette.responses import Response
 
 from ripple.gateway import topics
 from ripple.gateway.errors import S3Error
-from ripple.gateway.notifications import own_bucket, principal_of
+from ripple.gateway.notifications import own_bucket
 from ripple.gateway.request import S3Request
 from ripple.notifications.configuration import (
     Notification,
@@ -187,7 +187,7 @@ async def put_notification(req: S3Request, bucket: str) -> Response:
         req.project_id,
         bucket,
         notification,
-        principal_of(req),
+        topics.principal(req),
         check=_check_configuration,
     )
     await req.run(req.services.config_changed)
@@ -230,7 +230,7 @@ async def delete_notification(req: S3Request, bucket: str) -> Response:
             req.project_id,
             bucket,
             notification.id,
-            principal_of(req),
+            topics.principal(req),
         )
     if not deleted:
         raise S3Error(

@@ -21,7 +21,7 @@ batch is answered `retry` with an error naming the exchange, since it may be cre
   unroutable is `retry` ("no queue bound to exchange X with routing key Y").
 
 Throughput. Waiting for each confirm in turn (pika's `BlockingChannel` in confirm mode)
-gives one round trip per message. Instead the target owns `amqp-connections` (default 2)
+gives one round trip per message. Instead the target owns `amqp-connections` (default 1)
 `SelectConnection`s, on one I/O loop in its own thread, from `open()` to `close()`:
 `publish` splits the batch among them by a hash of bucket and key, hands each its share and
 waits; each loop publishes its messages back to back, keeping at most `max-in-flight` of
@@ -31,12 +31,13 @@ the broker sends before the message's confirm) are matched to the earliest uncon
 message with the same message id. Batches given concurrently (a batch and a retry-queue
 drain) share the connections; each is answered in its own order.
 
-Order. One object's events always take the same connection and channel, so the broker
-keeps them in the order they were published; events of different objects may interleave
-differently than they were given (S3 promises no order either: consumers order one
-object's events by `sequencer`). `amqp-connections=1` keeps the whole order. A second
-connection lets the broker confirm on two of its schedulers at once: on this project's
-2-core benchmark machine it raised confirmed throughput by about a fifth (BENCHMARKS.md).
+Order. With one connection the broker keeps the order the events were given. With more,
+one object's events always take the same connection and channel, so they keep their order,
+but events of different objects may interleave differently (S3 promises no order either:
+consumers order one object's events by `sequencer`). More connections let a broker with
+cores to spare confirm on several schedulers at once; on this project's 2-core benchmark
+machine a second one gained nothing in batches of 10,000 (BENCHMARKS.md), so one is the
+default.
 
 Failures are all `retry`, with a one-line error: the broker cannot be reached, refuses the
 login ("authentication failed …") or the vhost, closes the connection (a restart) or the
@@ -153,7 +154,7 @@ class AmqpTarget:
         verify_ssl: bool = True,
         timeout_s: float = 10.0,
         max_in_flight: int = 5000,
-        connections: int = 2,
+        connections: int = 1,
         routing_key: str | None = None,
     ) -> None:
         if isinstance(endpoint, str):
@@ -751,7 +752,7 @@ def from_arguments(name: str, endpoint: Endpoint | str, arguments: Mapping[str, 
     `amqp-exchange` (mandatory), `amqp-ack-level` (none | broker | routable, default
     broker), `verify-ssl` (true/false, for amqps://), `timeout` (seconds, default 10),
     `max-in-flight` (unconfirmed messages per connection, default 5000), `amqp-connections`
-    (1 to 16, default 2), `amqp-routing-key` (default: the topic name). A wrong, missing or unknown
+    (1 to 16, default 1), `amqp-routing-key` (default: the topic name). A wrong, missing or unknown
     argument raises `ValueError` naming it."""
     try:
         for arg in arguments:
@@ -786,7 +787,7 @@ def from_arguments(name: str, endpoint: Endpoint | str, arguments: Mapping[str, 
             max_in_flight=whole("max-in-flight", arguments["max-in-flight"])
             if "max-in-flight" in arguments
             else 5000,
-            connections=_connections(arguments.get("amqp-connections", "2")),
+            connections=_connections(arguments.get("amqp-connections", "1")),
             routing_key=arguments.get("amqp-routing-key", "").strip() or None,
         )
     except ValueError as e:
