@@ -1452,7 +1452,10 @@ def main() -> int:
     def rate(row: str) -> float | None:
         return rows[row]["events_per_s"] if row in rows else None
 
-    best_amqp = max((rate(r) or 0.0) for r in ("amqp", "amqp_v2"))
+    def met(rows: tuple[str, ...]) -> bool | None:
+        best = max((rate(r) or 0.0) for r in rows)
+        return best >= TARGET_AMQP_EVENTS_PER_S if best else None
+
     result = {
         "amqp_events_per_s": rate("amqp"),
         "nats_events_per_s": rate("nats"),
@@ -1466,7 +1469,9 @@ def main() -> int:
         "amqp_transient_pika_events_per_s": rows["amqp_transient"]["baseline_events_per_s"]
         if "amqp_transient" in rows
         else None,
-        "amqp_target_met": best_amqp >= TARGET_AMQP_EVENTS_PER_S if best_amqp else None,
+        # the target by ripple's median, into any queue type / into a classic queue
+        "amqp_target_met": met(("amqp", "amqp_v2", "amqp_stream")),
+        "amqp_target_met_classic_queue": met(("amqp", "amqp_v2")),
         "targets": rows,
         "pipeline": pipeline,
         "events": args.events,

@@ -295,3 +295,18 @@ def test_deleting_the_bucket_deletes_its_notifications(gateway: Running, s3: Any
     s3.create_bucket(Bucket="photos")
     assert "TopicConfigurations" not in s3.get_bucket_notification_configuration(Bucket="photos")
     assert gateway.services.eventing.changes()[0]["action"] == "delete-bucket-notifications"
+
+
+def test_a_failed_test_message_does_not_show_credentials(gateway: Running, s3: Any) -> None:
+    # nothing listens on port 1: the test message fails with an error naming the endpoint
+    topic = make_topic(gateway, "t", "http://hooks:s3cr3t-pw@127.0.0.1:1/x", secret="sign-me")
+    s3.create_bucket(Bucket="photos")
+    with pytest.raises(ClientError) as raised:
+        s3.put_bucket_notification_configuration(
+            Bucket="photos", NotificationConfiguration=configuration(("n", topic.arn))
+        )
+    e = error(raised)
+    assert e["ArgumentName1"] == topic.arn
+    assert "127.0.0.1:1" in e["ArgumentValue1"]  # the error is there, naming the endpoint
+    assert "s3cr3t-pw" not in str(raised.value.response)
+    assert "sign-me" not in str(raised.value.response)

@@ -5,6 +5,7 @@ target goes; a topic whose destination cannot be built stays pull-only."""
 
 from __future__ import annotations
 
+import time
 import uuid
 
 from ripple.metabase import Metabase, create_project
@@ -12,10 +13,11 @@ from ripple.notifications.configuration import Notification
 from ripple.notifications.registry import Registry
 from ripple.notifications.store import EventingStore, topic_arn
 from ripple.notifications.topics import Topic
-from ripple.pipeline.deliver import Deliverer
+from ripple.pipeline.deliver import Deliverer, RetryPolicy, Unopened
 from ripple.pipeline.queue import RetryQueue
 from ripple.pipeline.reconfigure import Reconfigurer
 from ripple.subscriptions.store import SubscriptionStore
+from ripple.targets.base import OK, Delivery, Result
 from tests.pipeline.fakes import delivery
 from tests.receiver import receiver
 from tests.waiting import wait_for
@@ -111,5 +113,75 @@ def test_unknown_project_ids_do_not_matter_to_the_registry(db: Metabase) -> None
         assert registry.destinations(ghost, "photos") == []
         assert reconfigurer.check() is False
         assert store.generation() == reconfigurer.generation
+    finally:
+        deliverer.close()
+
+
+class Stubborn:
+    """A target whose `open` fails until `ready` is set; it records what it publishes."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self.ready = False
+        self.opened = 0
+        self.published: list[str] = []
+
+    def open(self) -> None:
+        if not self.ready:
+            raise ConnectionError("the broker is away")
+        self.opened += 1
+
+    def publish(self, deliveries: list[Delivery]) -> list[Result]:
+        self.published += [d.event_id for d in deliveries]
+        return [OK] * len(deliveries)
+
+    def close(self) -> None:
+        pass
+
+
+def test_a_target_that_cannot_open_waits_in_its_queue_and_stops_nothing(db: Metabase) -> None:
+    stubborn, fine = Stubborn("stubborn"), Stubborn("fine")
+    fine.ready = True
+    deliverer = Deliverer(
+        {"a": [stubborn], "b": [fine]},
+        RetryQueue(db.writer),
+        default_policy=RetryPolicy(attempts_in_batch=1, base_delay_s=0.001),
+    )
+    deliverer.open()  # does not raise
+    try:
+        [unopened] = deliverer.targets["a"]
+        assert isinstance(unopened, Unopened)
+        assert deliverer.targets["b"] == [fine]
+        deliverer.deliver({"a": [delivery(1)], "b": [delivery(2)]})
+        assert fine.published == [delivery(2).event_id]
+        assert deliverer.queue.length("stubborn") == 1
+        [queued] = deliverer.queue.due("stubborn", time.time_ns() + 10**12, 10)
+        assert "cannot be opened: the broker is away" in queued.error
+
+        stubborn.ready = True
+        unopened.retry_s = 0.0
+        wait_for(lambda: deliverer.drain(now_ns=time.time_ns() + 10**12) == 1, what="a drain")
+        assert stubborn.published == [delivery(1).event_id]
+        assert deliverer.queue.length("stubborn") == 0
+    finally:
+        deliverer.close()
+
+
+def test_a_deleted_topic_goes_although_notifications_named_it(db: Metabase) -> None:
+    alice = create_project(db, "alice")
+    store, registry, reconfigurer, deliverer = setup(db)
+    arn = topic_arn("us-east-1", str(alice.public_id), "gone")
+    try:
+        store.put_topic(alice.id, "gone", arn, "none", {}, "alice")
+        store.put_notifications(
+            alice.id, "photos", [Notification("n", arn, ("s3:ObjectCreated:*",))], "alice"
+        )
+        reconfigurer.check()
+        assert arn in deliverer.targets
+        assert registry.is_eventing(alice.id, "photos")
+        store.delete_topic(alice.id, "gone", "alice")  # and the notification with it
+        assert reconfigurer.check() is True
+        assert arn not in deliverer.targets
+        assert not registry.is_eventing(alice.id, "photos")
     finally:
         deliverer.close()

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import logging
 from datetime import UTC, datetime
+from urllib.parse import urlsplit
 
 import orjson
 import sqlalchemy as sa
@@ -29,7 +30,7 @@ from ripple.gateway.app import operation
 from ripple.gateway.body import read_document
 from ripple.gateway.errors import S3Error
 from ripple.gateway.request import S3Request
-from ripple.gateway.topics import principal
+from ripple.gateway.topics import is_secret, principal, redacted
 from ripple.metabase import Metabase, get_bucket_info
 from ripple.metabase.errors import BucketNotFound
 from ripple.metabase.schema import buckets
@@ -171,7 +172,7 @@ def _send_test_events(req: S3Request, topics: list[StoredTopic]) -> list[tuple[s
         try:
             target = push_target(topic)
         except ValueError as e:
-            failures.append((stored.arn, str(e)))
+            failures.append((stored.arn, _hidden(stored, str(e))))
             continue
         if target is None:  # pull-only
             continue
@@ -184,12 +185,27 @@ def _send_test_events(req: S3Request, topics: list[StoredTopic]) -> list[tuple[s
             target.open()
             [result] = target.publish([delivery])
         except Exception as e:  # a target that cannot even start
-            failures.append((stored.arn, f"{type(e).__name__}: {e}"))
+            failures.append((stored.arn, _hidden(stored, f"{type(e).__name__}: {e}")))
             continue
         finally:
             target.close()
         if not result.ok:
-            failures.append((stored.arn, result.error or result.outcome.value))
+            failures.append((stored.arn, _hidden(stored, result.error or result.outcome.value)))
         else:
             log.info("s3:TestEvent sent to %s for bucket %s", stored.arn, req.bucket)
     return failures
+
+
+def _hidden(stored: StoredTopic, error: str) -> str:
+    """A target's error as the caller may see it: the endpoint's credentials and secret
+    arguments replaced, as GetTopicAttributes shows them."""
+    endpoint = stored.push_endpoint
+    if endpoint and redacted(endpoint) != endpoint:
+        error = error.replace(endpoint, redacted(endpoint))
+        password = urlsplit(endpoint.strip()).password
+        if password:
+            error = error.replace(password, "***")
+    for argument, value in stored.arguments.items():
+        if is_secret(argument) and value:
+            error = error.replace(value, "***")
+    return error

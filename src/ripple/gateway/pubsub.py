@@ -356,7 +356,9 @@ def _topic_ref(req: S3Request, given: str) -> tuple[str, str]:
     """(name, ARN) of the caller's topic named by a name or an ARN (another project's:
     AccessDenied)."""
     if given.startswith("arn:"):
-        return topics.owned_name(req, given), given
+        name = topics.owned_name(req, given)
+        # the ARN a topic of that name has here: another region or partition names nothing
+        return name, topic_arn(req.services.region, _user(req), name)
     if not topics.TOPIC_NAME.fullmatch(given):
         raise S3Error(
             "InvalidArgument",

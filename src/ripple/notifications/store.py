@@ -7,7 +7,9 @@ configuration's generation, so a process knows it must reload when the newest id
 (`ConfigWatcher`), and the table is the audit trail.
 
 Deleting a topic deletes the bucket notifications that name it (in the same transaction),
-so no bucket is left sending events to a topic that is gone.
+so no bucket is left sending events to a topic that is gone. On PostgreSQL, change ids are
+drawn under an advisory lock held to the commit, so they follow commit order: a process that
+loaded generation N has every change up to N.
 """
 
 from __future__ import annotations
@@ -315,8 +317,16 @@ def _of(project_id: uuid.UUID, bucket: str) -> sa.ColumnElement[bool]:
     )
 
 
+# PostgreSQL: changes take this transaction-level advisory lock before drawing their change
+# id, so ids are drawn in commit order and a reader that saw generation N has seen every
+# change up to N. (SQLite runs one write transaction at a time anyway.)
+_CHANGE_LOCK = 0x7269_7070_6C65_0001
+
+
 def _changed(conn: Connection, principal: str, action: str, subject: str) -> str:
     """Append to the change log (the generation moves); the line to audit once committed."""
+    if conn.dialect.name == "postgresql":
+        conn.execute(sa.select(sa.func.pg_advisory_xact_lock(_CHANGE_LOCK)))
     conn.execute(
         sa.insert(eventing_changes).values(
             at_ns=time.time_ns(), principal=principal, action=action, subject=subject

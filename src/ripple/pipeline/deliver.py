@@ -24,7 +24,7 @@ from typing import TypeVar
 
 from ripple.pipeline import metrics
 from ripple.pipeline.queue import Queued, RetryQueue, delivery_of
-from ripple.targets.base import Delivery, Outcome, Result, Target
+from ripple.targets.base import Delivery, Outcome, Result, Target, one_line
 
 log = logging.getLogger(__name__)
 
@@ -69,17 +69,28 @@ class Deliverer:
         self._rng = random.Random(seed)
         self._failing: set[str] = set(queue.destinations())
         self._lock = threading.Lock()
+        # held while targets are in use (a batch, a drain) or swapped (`reconfigure`), so a
+        # target is never closed under a publish
+        self._using = threading.RLock()
         names = {t.name for ts in self.targets.values() for t in ts}
         self._pool = ThreadPoolExecutor(
             max_workers=max(1, len(names)), thread_name_prefix="deliver"
         )
 
+    def exclusive(self) -> threading.RLock:
+        """Held, targets are neither swapped nor used by anyone else: a batch holds it from
+        routing to delivery, `reconfigure` while it swaps routes and targets together."""
+        return self._using
+
     def policy(self, target: Target) -> RetryPolicy:
         return self.policies.get(target.name, self.default_policy)
 
     def open(self) -> None:
-        for target in self._all():
-            target.open()
+        """Open every target. One that cannot be opened (a broker away, credentials
+        missing) does not stop the others: it answers `retry`, and tries again, until it
+        opens (`Unopened`)."""
+        with self._using:
+            self.targets = {topic: [_opened(t) for t in ts] for topic, ts in self.targets.items()}
 
     def close(self) -> None:
         self._pool.shutdown(wait=True)
@@ -92,23 +103,30 @@ class Deliverer:
         """Deliver to `targets` from now on (between batches): targets that are new are
         opened, those no longer given are closed; a target given again (the same object)
         goes on as it was. Queued events of a closed target stay in its retry queue."""
-        before = {t.name: t for t in self._all()}
-        after = {t.name: t for ts in targets.values() for t in ts}
-        for name, target in after.items():
-            if before.get(name) is not target:
-                target.open()
-        with self._lock:
-            self.targets = {topic: list(ts) for topic, ts in targets.items()}
-            self.policies = dict(policies)
-            if len(after) > self._pool._max_workers:
-                old, self._pool = (
-                    self._pool,
-                    ThreadPoolExecutor(max_workers=len(after), thread_name_prefix="deliver"),
-                )
-                old.shutdown(wait=False)
-        for name, target in before.items():
-            if after.get(name) is not target:
-                target.close()
+        with self._using:
+            before = {t.name: t for t in self._all()}
+            given = {t.name: t for ts in targets.values() for t in ts}
+            kept_or_new: dict[str, Target] = {}
+            for name, target in given.items():
+                old = before.get(name)
+                if old is target or (isinstance(old, Unopened) and old.inner is target):
+                    kept_or_new[name] = old
+                else:
+                    kept_or_new[name] = _opened(target)
+            with self._lock:
+                self.targets = {
+                    topic: [kept_or_new[t.name] for t in ts] for topic, ts in targets.items()
+                }
+                self.policies = dict(policies)
+                if len(given) > self._pool._max_workers:
+                    old_pool, self._pool = (
+                        self._pool,
+                        ThreadPoolExecutor(max_workers=len(given), thread_name_prefix="deliver"),
+                    )
+                    old_pool.shutdown(wait=False)
+            for name, target in before.items():
+                if kept_or_new.get(name) is not target:
+                    target.close()
 
     def _all(self) -> list[Target]:
         seen: dict[str, Target] = {}
@@ -122,6 +140,10 @@ class Deliverer:
     def deliver(self, by_topic: Mapping[str, Sequence[Delivery]]) -> None:
         """Deliver or queue every event; returns when each is acknowledged or queued.
         Raises only if an event could be neither (the batch then fails and is redone)."""
+        with self._using:
+            self._deliver_all(by_topic)
+
+    def _deliver_all(self, by_topic: Mapping[str, Sequence[Delivery]]) -> None:
         work: dict[str, tuple[Target, list[Delivery]]] = {}
         for topic, deliveries in by_topic.items():
             targets = self.targets.get(topic)
@@ -203,13 +225,14 @@ class Deliverer:
     def drain(self, now_ns: int | None = None, limit: int = 500) -> int:
         """Try every failing target's due queued events once; returns how many were
         delivered. A target whose queue empties is healthy again."""
-        queued = set(self.queue.destinations())  # the queue, not memory, says who is failing
-        now_ns = now_ns or time.time_ns()
-        delivered = 0
-        for target in self._all():
-            if target.name in queued:
-                delivered += self._drain(target, now_ns, limit)
-        return delivered
+        with self._using:
+            queued = set(self.queue.destinations())  # the queue, not memory, says who fails
+            now_ns = now_ns or time.time_ns()
+            delivered = 0
+            for target in self._all():
+                if target.name in queued:
+                    delivered += self._drain(target, now_ns, limit)
+            return delivered
 
     def drain_for(self, budget_s: float, limit: int = 2000) -> int:
         """Drain page after page until nothing due is delivered or `budget_s` is spent, so
@@ -253,3 +276,58 @@ class Deliverer:
                 self._failing.discard(target.name)
         metrics.RETRY_QUEUE_LENGTH.labels(target.name).set(remaining)
         return delivered
+
+
+class Unopened:
+    """A target whose `open` failed: every publish first tries to open it again (at most
+    every `retry_s`), and answers `retry` with the reason while it cannot."""
+
+    def __init__(self, inner: Target, error: str, retry_s: float = 10.0) -> None:
+        self.inner = inner
+        self.name = inner.name
+        self.error = error
+        self.retry_s = retry_s
+        self._tried = time.monotonic()
+        self._open = False
+
+    def open(self) -> None:
+        self._try()
+
+    def _try(self) -> None:
+        self._tried = time.monotonic()
+        try:
+            self.inner.open()
+        except Exception as e:
+            self.error = one_line(e)
+            log.error("target %s still cannot be opened: %s", self.name, self.error)
+        else:
+            self._open = True
+            log.warning("target %s is open now", self.name)
+
+    def publish(self, deliveries: Sequence[Delivery]) -> list[Result]:
+        if not self._open and time.monotonic() - self._tried >= self.retry_s:
+            self._try()
+        if self._open:
+            return self.inner.publish(deliveries)
+        failed = Result(Outcome.RETRY, f"the target cannot be opened: {self.error}")
+        return [failed] * len(deliveries)
+
+    def close(self) -> None:
+        if self._open:
+            self.inner.close()
+
+
+def _opened(target: Target) -> Target:
+    """`target`, opened; or, when that fails, an `Unopened` standing in for it."""
+    if isinstance(target, Unopened):
+        return target
+    try:
+        target.open()
+    except Exception as e:
+        log.error(
+            "target %s cannot be opened; its events wait in its retry queue: %s",
+            target.name,
+            one_line(e),
+        )
+        return Unopened(target, one_line(e))
+    return target

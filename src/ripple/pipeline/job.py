@@ -92,11 +92,12 @@ def batch_handler(
 
     def handle(events: DataFrame, batch_id: int) -> None:
         started = time.monotonic()
-        if reconfigure is not None:
-            reconfigure()
         rows = events.toArrow().to_pylist()
-        routed = route(rows, registry, batch_id)
-        deliverer.deliver(routed.by_topic)
+        with deliverer.exclusive():  # routes and targets stay as they are until delivered
+            if reconfigure is not None:
+                reconfigure()
+            routed = route(rows, registry, batch_id)
+            deliverer.deliver(routed.by_topic)
         if delivered is not None and rows:
             positions: dict[int, int] = {}
             for row in rows:
@@ -171,6 +172,11 @@ def run(
             while not stop.is_set():
                 if query.awaitTermination(settings.drain_interval_s):  # type: ignore[arg-type]
                     break
+                if reconfigure is not None:  # also when no batch comes: removed topics go
+                    try:
+                        reconfigure()
+                    except Exception as e:  # the database away: the next batch fails
+                        log.warning("cannot reload the eventing configuration: %s", e)
                 deliverer.drain_for(settings.drain_interval_s)
             failure = query.exception()
         except (StreamingQueryException, Py4JError, ConnectionError) as e:

@@ -1,16 +1,19 @@
 """The running pipeline follows the eventing configuration made through the APIs.
 
-At the start of every batch the pipeline asks the database for the configuration's
-generation (one indexed query). When it moved, it loads the topics and bucket notifications,
-builds targets for the topics that are new or changed (a topic whose endpoint and arguments
-are unchanged keeps its target and connections), hands them to the `Deliverer`, and only
-then points the registry at the new routes: routes and targets change together, between
-batches, so no event is routed to a topic without a target. A configuration change thus
-reaches the pipeline with the next batch; the change records of a bucket's first events
-come after its configuration, so the batch that holds them sees it.
+At the start of every batch, and between batches every drain interval, the pipeline asks
+the database for the configuration's generation (one indexed query). When it moved, it
+loads the topics and bucket notifications, builds targets for the topics that are new or
+changed (a topic whose endpoint and arguments are unchanged keeps its target and
+connections), and swaps the `Deliverer`'s targets and the registry's routes together while
+no batch is between routing and delivery (`Deliverer.exclusive`), so no event is routed to
+a topic without a target. A configuration change thus reaches the pipeline within a drain
+interval; the change records of a bucket's first events come after its configuration, so
+the batch that holds them sees it.
 
 A topic that cannot be built (its destination refused, say) is logged and kept pull-only:
-its subscriptions still get its events.
+its subscriptions still get its events. One that is built but cannot be opened (a broker
+away) answers `retry` until it opens (`ripple.pipeline.deliver.Unopened`): a user's topic
+never stops the pipeline.
 """
 
 from __future__ import annotations
@@ -48,13 +51,15 @@ class Reconfigurer:
         self.default = default
         self.generation = -1
         self.deliverer: Deliverer | None = None  # set once built; reconfigured from then on
+        self.static: dict[str, Topic] = {}  # the file's topics and the phase-1 list's
         self._built: dict[str, tuple[Topic, list[Target], dict[str, RetryPolicy]]] = {}
 
     def initial(self) -> Destinations:
         """Load the configuration and build every topic's targets (`ValueError` for a topic
         of the configuration file that is wrong: that stops the start)."""
         snapshot = self.store.snapshot()
-        for name, topic in topics_in_use(self.configured, self.registry).items():
+        self.static = topics_in_use(self.configured, self.registry)  # before API routes
+        for name, topic in self.static.items():
             self._build(name, topic, strict=True)
         destinations = self._apply(snapshot)
         self.registry.replace_api(routes_of(snapshot))
@@ -66,9 +71,12 @@ class Reconfigurer:
             return False
         snapshot = self.store.snapshot()
         destinations = self._apply(snapshot)
-        if self.deliverer is not None:
-            self.deliverer.reconfigure(destinations.targets, destinations.policies)
-        self.registry.replace_api(routes_of(snapshot))
+        if self.deliverer is None:
+            self.registry.replace_api(routes_of(snapshot))
+        else:
+            with self.deliverer.exclusive():  # no batch routes between the two swaps
+                self.deliverer.reconfigure(destinations.targets, destinations.policies)
+                self.registry.replace_api(routes_of(snapshot))
         log.info(
             "eventing configuration %d loaded: %d API topics, %d buckets with notifications",
             snapshot.generation,
@@ -78,7 +86,7 @@ class Reconfigurer:
         return True
 
     def _apply(self, snapshot: ConfigSnapshot) -> Destinations:
-        wanted = dict(topics_in_use(self.configured, self.registry))
+        wanted = dict(self.static)
         for arn, stored in snapshot.topics.items():
             wanted[arn] = stored.topic
         for name in list(self._built):
