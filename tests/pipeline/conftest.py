@@ -16,6 +16,7 @@ from ripple.notifications.registry import Registry
 from ripple.pipeline.deliver import Deliverer, RetryPolicy
 from ripple.pipeline.job import JobSettings, run, spark_session
 from ripple.pipeline.queue import RetryQueue
+from ripple.pipeline.reconfigure import Reconfigurer
 from ripple.targets.base import Target
 
 
@@ -44,13 +45,24 @@ def running_pipeline(
     *,
     max_records: int = 50_000,
     policy: RetryPolicy | None = None,
+    reconfigurer: Reconfigurer | None = None,
 ) -> Iterator[Deliverer]:
-    """The pipeline in a thread until the block ends; an error in it fails the test."""
+    """The pipeline in a thread until the block ends; an error in it fails the test. With a
+    `reconfigurer` (over `registry`), its targets are the API configuration's and follow it,
+    as `ripple pipeline run` wires it; `targets` are then ignored."""
+    policy = policy or RetryPolicy(base_delay_s=0.01, max_delay_s=0.2)
+    policies: dict[str, RetryPolicy] = {}
+    if reconfigurer is not None:
+        built = reconfigurer.initial()
+        targets, policies = built.targets, built.policies
     deliverer = Deliverer(
         targets,
         RetryQueue(queue_engine),  # type: ignore[arg-type]
-        default_policy=policy or RetryPolicy(base_delay_s=0.01, max_delay_s=0.2),
+        policies,
+        default_policy=policy,
     )
+    if reconfigurer is not None:
+        reconfigurer.deliverer = deliverer
     settings = JobSettings(
         url, checkpoint, master="local[2]", max_records_per_batch=max_records, drain_interval_s=0.1
     )
@@ -59,7 +71,13 @@ def running_pipeline(
 
     def body() -> None:
         try:
-            run(settings, registry, deliverer, stop)
+            run(
+                settings,
+                registry,
+                deliverer,
+                stop,
+                reconfigure=reconfigurer.check if reconfigurer is not None else None,
+            )
         except BaseException as e:
             errors.append(e)
 

@@ -12,7 +12,6 @@ API's store, checked at the start of every batch."""
 
 from __future__ import annotations
 
-import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -28,13 +27,11 @@ from ripple.metabase import Metabase
 from ripple.notifications.registry import Registry
 from ripple.notifications.store import EventingStore
 from ripple.pipeline.deliver import Deliverer, RetryPolicy
-from ripple.pipeline.job import JobSettings, run
-from ripple.pipeline.queue import RetryQueue
 from ripple.pipeline.reconfigure import Reconfigurer
 from ripple.subscriptions.store import SubscriptionStore
 from tests.gateway.conftest import Running, gateway, s3, services  # noqa: F401
 from tests.gateway.test_pubsub_api import PubSub
-from tests.pipeline.conftest import wait_for
+from tests.pipeline.conftest import running_pipeline, wait_for
 from tests.receiver import Receiver, receiver
 
 
@@ -57,40 +54,16 @@ def sns(gateway: Running) -> Any:  # noqa: F811
 
 
 @contextmanager
-def pipeline(db: Metabase, checkpoint: Path) -> Iterator[Reconfigurer]:
+def pipeline(db: Metabase, checkpoint: Path) -> Iterator[Deliverer]:
     """The pipeline in a thread, following the API's configuration, until the block ends."""
     registry = Registry()
     policy = RetryPolicy(base_delay_s=0.01, max_delay_s=0.2)
     reconfigurer = Reconfigurer({}, registry, EventingStore(db), SubscriptionStore(db), policy)
-    built = reconfigurer.initial()
-    deliverer = Deliverer(
-        built.targets, RetryQueue(db.writer), built.policies, default_policy=policy
-    )
-    reconfigurer.deliverer = deliverer
-    settings = JobSettings(
-        db.url.render_as_string(hide_password=False),
-        checkpoint,
-        master="local[2]",
-        drain_interval_s=0.1,
-    )
-    stop = threading.Event()
-    errors: list[BaseException] = []
-
-    def body() -> None:
-        try:
-            run(settings, registry, deliverer, stop, reconfigure=reconfigurer.check)
-        except BaseException as e:
-            errors.append(e)
-
-    thread = threading.Thread(target=body, name="pipeline")
-    thread.start()
-    try:
-        yield reconfigurer
-    finally:
-        stop.set()
-        thread.join(120)
-        assert not thread.is_alive(), "the pipeline did not stop"
-    assert errors == [], errors
+    url = db.url.render_as_string(hide_password=False)
+    with running_pipeline(
+        url, checkpoint, registry, {}, db.writer, policy=policy, reconfigurer=reconfigurer
+    ) as deliverer:
+        yield deliverer
 
 
 def events(hook: Receiver, bucket: str) -> list[tuple[str, str]]:
