@@ -75,8 +75,9 @@ def test_bucket_eventing_as_migrated(db: Metabase) -> None:
             sa.select(change_streams.c.columns).where(change_streams.c.version == 1)
         ).scalar_one()
     assert first == ["status", "total_plain_size"]  # 0002, as DESIGN.md defines it
-    assert stream.columns == ("status", "total_plain_size", "stream_id")  # 0003
-    assert stream.version == 2
+    # 0003 added stream_id, 0009 user_metadata
+    assert stream.columns == ("status", "total_plain_size", "stream_id", "user_metadata")
+    assert stream.version == 3
     assert stream.options == StreamOptions(
         exclude_ttl_deletes=True, exclude_update=True, allow_txn_exclusion=True
     )
@@ -109,7 +110,7 @@ def test_alter_refuses_unknown_stream_and_bad_options(db: Metabase) -> None:
         alter_change_stream(conn, "bucket_eventing", objects, options={"retention_period": "40d"})
     with db.read() as conn:
         [stream] = load_definitions(conn)
-    assert stream.version == 2
+    assert stream.version == 3
 
 
 @pytest.fixture(params=["sqlite", pytest.param("postgresql", marks=pytest.mark.postgresql)])
@@ -138,7 +139,7 @@ def test_later_migration_steps_change_the_records(fresh_url: str) -> None:
         assert [c["name"] for c in v1["column_types"]][4:] == ["status", "total_plain_size"]
 
         upgrade(db)
-        assert head_revision() == "0008"
+        assert head_revision() == "0009"
         second = commit_inline_object(db, loc, b"22", etag="e2").object
         records = read_all(db)
         assert records[0] == v1  # unchanged by the migration
@@ -147,11 +148,13 @@ def test_later_migration_steps_change_the_records(fresh_url: str) -> None:
             "status": 3,
             "total_plain_size": 2,
             "stream_id": str(second.stream_id),
+            "user_metadata": None,
         }
         assert [c["name"] for c in insert["column_types"]][4:] == [
             "status",
             "total_plain_size",
             "stream_id",
+            "user_metadata",
         ]
         assert records[-2]["mod_type"] == "DELETE"  # the overwrite's DELETE, with old values
         assert records[-2]["mods"][0]["old_values"]["total_plain_size"] == 1

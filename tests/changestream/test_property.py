@@ -97,7 +97,7 @@ WATCHED = (
     "retain_until",
     "expires_at",
 )
-EVENTING_COLUMNS = ("status", "total_plain_size", "stream_id")
+EVENTING_COLUMNS = ("status", "total_plain_size", "stream_id", "user_metadata")
 
 PROPERTY = settings(
     max_examples=25,

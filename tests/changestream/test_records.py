@@ -59,6 +59,7 @@ def _values(obj: Object) -> dict[str, object]:
         "status": int(obj.status),
         "total_plain_size": obj.total_plain_size,
         "stream_id": str(obj.stream_id),
+        "user_metadata": obj.user_metadata or None,
     }
 
 
@@ -97,8 +98,9 @@ def test_put_writes_one_insert_record(world: World, eventing: Eventing) -> None:
         "status",
         "total_plain_size",
         "stream_id",
+        "user_metadata",
     ]
-    assert [c["is_primary_key"] for c in record["column_types"]] == [True] * 4 + [False] * 3
+    assert [c["is_primary_key"] for c in record["column_types"]] == [True] * 4 + [False] * 4
     assert {c["name"]: c["type"]["code"] for c in record["column_types"]}["version"] == "INT64"
     assert tag_of(record) == {"operation": "put", "etag": hashlib.md5(b"hello").hexdigest()}
 

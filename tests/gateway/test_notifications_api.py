@@ -310,3 +310,22 @@ def test_a_failed_test_message_does_not_show_credentials(gateway: Running, s3: A
     assert "127.0.0.1:1" in e["ArgumentValue1"]  # the error is there, naming the endpoint
     assert "s3cr3t-pw" not in str(raised.value.response)
     assert "sign-me" not in str(raised.value.response)
+
+
+def test_s3metadata_rules_are_stored_and_read_back(gateway: Running, s3: Any) -> None:
+    topic = make_topic(gateway, "t", "none")
+    s3.create_bucket(Bucket="photos")
+    body = (
+        b'<NotificationConfiguration xmlns="http://s3.amazonaws.com/doc/2006-03-01/">'
+        b"<TopicConfiguration><Id>reds</Id><Topic>" + topic.arn.encode() + b"</Topic>"
+        b"<Event>s3:ObjectCreated:*</Event><Filter><S3Metadata><FilterRule>"
+        b"<Name>x-amz-meta-color</Name><Value>red</Value></FilterRule></S3Metadata></Filter>"
+        b"</TopicConfiguration></NotificationConfiguration>"
+    )
+    response = signed_put(gateway, "/photos?notification", body)
+    assert response.status_code == 200, response.text
+    [destination] = gateway.services.registry.destinations(gateway.key.project_id, "photos")
+    assert destination.metadata == (("x-amz-meta-color", "red"),)
+    got = signed(gateway, "GET", "/photos?notification=reds")
+    assert b"<S3Metadata>" in got.content
+    assert b"<Value>red</Value>" in got.content

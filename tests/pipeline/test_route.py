@@ -80,3 +80,21 @@ def test_a_bucket_without_destinations_is_counted_as_unrouted() -> None:
     assert routed.by_topic == {}
     assert routed.unrouted == 2
     assert metrics.EVENTS_UNROUTED._value.get() == before + 2
+
+
+def test_s3metadata_rules_select_by_the_objects_user_metadata() -> None:
+    registry = Registry()
+    registry.set_bucket(
+        PROJECT,
+        "photos",
+        [
+            Destination("red", "reds", metadata=(("x-amz-meta-Color", "red"),)),
+            Destination("all", "everything"),
+        ],
+    )
+    red = {**row("a.jpg"), "metadata": orjson.dumps({"color": "red"}).decode()}
+    blue = {**row("b.jpg"), "metadata": orjson.dumps({"color": "blue"}).decode()}
+    unknown = {**row("c.jpg"), "metadata": None}  # a record from before the stream watched it
+    routed = route([red, blue, unknown], registry, batch_id=1)
+    assert [d.attributes["key"] for d in routed.by_topic["red"]] == ["a.jpg"]
+    assert [d.attributes["key"] for d in routed.by_topic["all"]] == ["a.jpg", "b.jpg", "c.jpg"]

@@ -69,6 +69,9 @@ class EventRecord:
     event_name: str  # e.g. "ObjectCreated:Put"
     sequencer: str
     message: dict[str, Any]  # the single S3 event record (an element of "Records")
+    # the object's user metadata (names without x-amz-meta-), when the record carries it:
+    # for S3Metadata filter rules; not part of the message
+    metadata: Mapping[str, str] | None = None
 
 
 def version_id(version: int, stream_id: str) -> str:
@@ -138,8 +141,16 @@ def s3_events(
                 obj["versionId"] = vid
             obj["sequencer"] = seq
             body = _message(settings, commit_ns, name, tag, bucket, owner_of(project_id), obj)
-            events.append(EventRecord(project_id, bucket, key, name, seq, body))
+            events.append(EventRecord(project_id, bucket, key, name, seq, body, _metadata(values)))
     return events
+
+
+def _metadata(values: Mapping[str, Any]) -> dict[str, str] | None:
+    """The user metadata a record's values carry (None when the stream did not watch it)."""
+    metadata = values.get("user_metadata")
+    if not isinstance(metadata, Mapping):
+        return None
+    return {str(k): str(v) for k, v in metadata.items()}
 
 
 def message(events: Sequence[EventRecord]) -> dict[str, Any]:

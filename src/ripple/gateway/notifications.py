@@ -8,8 +8,8 @@ stored, each destination that is new to the bucket gets an `s3:TestEvent` messag
 sends one; a destination that does not take it fails the PUT the same way, and nothing
 changes. `x-amz-skip-destination-validation: true` skips the test messages. A pull-only
 topic has no destination to test; a Redis topic in `namespace` format keeps object state,
-not messages, so it gets none either. `Filter/S3Metadata` rules are refused with
-`NotImplemented` until events carry the object's user metadata.
+not messages, so it gets none either. `Filter/S3Metadata` rules select events by the
+object's user metadata, which the change stream records with each change.
 
 The configuration is stored in the metabase database (`EventingStore`) and applied to this
 gateway's registry before the answer, so the bucket's next write already records its change;
@@ -55,10 +55,6 @@ async def put(req: S3Request) -> Response:
         raise S3Error("InvalidArgument", "PUT takes the whole configuration: ?notification alone")
     body = await read_document(req, SMALL_DOCUMENT)
     notifications = parse_notification_configuration(body)
-    if any(n.metadata for n in notifications):
-        # the events do not carry the object's user metadata yet, so such a rule could
-        # not be applied: refused rather than ignored
-        raise S3Error("NotImplemented", "S3Metadata filter rules are not implemented yet")
     await req.run(own_bucket, req)
     store = req.services.eventing
     topics: dict[str, StoredTopic] = {}

@@ -49,19 +49,36 @@ class Destination:
     prefix: str = ""
     suffix: str = ""
     regex: str | None = None  # the whole key must match (an extension filter rule)
+    # S3Metadata rules: (name, value) the object's user metadata must hold, names compared
+    # without case and without an x-amz-meta- prefix
+    metadata: tuple[tuple[str, str], ...] = ()
 
     def __post_init__(self) -> None:
         if self.regex is not None:
             re.compile(self.regex)  # a bad one fails here, not per event
 
-    def wants(self, event_name: str, key: str) -> bool:
-        """Does this notification send an event of this name about this key?"""
+    def wants(self, event_name: str, key: str, metadata: Mapping[str, str] | None = None) -> bool:
+        """Does this notification send an event of this name about this key (of an object
+        with this user metadata; None: not known, so no metadata rule holds)?"""
         return (
             key.startswith(self.prefix)
             and key.endswith(self.suffix)
             and any(matches(pattern, event_name) for pattern in self.events)
             and (self.regex is None or _compiled(self.regex).fullmatch(key) is not None)
+            and (not self.metadata or _holds(self.metadata, metadata))
         )
+
+
+def _holds(rules: tuple[tuple[str, str], ...], metadata: Mapping[str, str] | None) -> bool:
+    if metadata is None:
+        return False
+    have = {_metadata_name(name): value for name, value in metadata.items()}
+    return all(have.get(_metadata_name(name)) == value for name, value in rules)
+
+
+def _metadata_name(name: str) -> str:
+    name = name.lower()
+    return name.removeprefix("x-amz-meta-")
 
 
 _PATTERNS: dict[str, re.Pattern[str]] = {}

@@ -37,6 +37,7 @@ def routes_of(snapshot: ConfigSnapshot) -> dict[BucketKey, list[Destination]]:
                 prefix=n.prefix,
                 suffix=n.suffix,
                 regex=n.regex,
+                metadata=tuple(n.metadata),
             )
             for n in notifications
             if n.topic_arn in snapshot.topics

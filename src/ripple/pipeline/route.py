@@ -96,8 +96,11 @@ def route(rows: Iterable[Mapping[str, Any]], registry: Registry, batch_id: int) 
             )
             continue
         attributes: dict[str, str] | None = None
+        metadata: dict[str, str] | None = None
         for destination in destinations:
-            if not destination.wants(row["event_name"], row["key"]):
+            if destination.metadata and metadata is None and row.get("metadata"):
+                metadata = orjson.loads(row["metadata"])
+            if not destination.wants(row["event_name"], row["key"], metadata):
                 continue
             if attributes is None:
                 attributes = _attributes(row)
