@@ -198,6 +198,9 @@ def test_dev_mode_allows_everything_and_resolves_nothing(dns: dict[str, list[str
         ("224.0.0.251", "multicast"),
         ("240.0.0.1", "reserved"),
         ("::ffff:127.0.0.1", "loopback"),
+        ("168.63.129.16", "cloud metadata"),
+        ("192.0.0.192", "special-purpose"),
+        ("198.18.0.1", "special-purpose"),
     ],
 )
 def test_production_refuses_addresses_naming_the_reason(use: Use, host: str, reason: str) -> None:

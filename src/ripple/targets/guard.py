@@ -50,7 +50,8 @@ IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
 IPNetwork = ipaddress.IPv4Network | ipaddress.IPv6Network
 
 METADATA = frozenset(
-    ipaddress.ip_address(a) for a in ("169.254.169.254", "fd00:ec2::254", "100.100.100.200")
+    ipaddress.ip_address(a)
+    for a in ("169.254.169.254", "fd00:ec2::254", "100.100.100.200", "168.63.129.16")
 )
 _REFUSED: tuple[tuple[str, tuple[IPNetwork, ...]], ...] = tuple(
     (kind, tuple(ipaddress.ip_network(n) for n in networks))
@@ -61,6 +62,9 @@ _REFUSED: tuple[tuple[str, tuple[IPNetwork, ...]], ...] = tuple(
         ("private", ("10.0.0.0/8", "172.16.0.0/12", "192.168.0.0/16", "100.64.0.0/10")),
         ("private", ("fc00::/7", "fec0::/10")),
         ("multicast", ("224.0.0.0/4", "ff00::/8")),
+        # IETF protocol assignments (192.0.0.192 is a cloud metadata address) and the
+        # benchmarking range, which some networks route internally
+        ("special-purpose", ("192.0.0.0/24", "198.18.0.0/15")),
     )
 )
 _LABEL = r"[a-z0-9_](?:[a-z0-9_-]{0,61}[a-z0-9_])?"
