@@ -489,3 +489,21 @@ def test_pubsub_endpoint_refused_is_permanent_and_allowed_delivers(use: Use) -> 
         use("127.0.0.1/32")
         assert publish_once(target) == [Result(Outcome.OK)] * 2
         assert len(fake.messages) == 2
+
+
+def test_api_topics_name_only_allowed_google_pubsub_projects(use: Use) -> None:
+    """ripple publishes to Google with its own credentials: in production an API topic (one
+    with a label) may name a Pub/Sub topic only in a project the allow list names; a topic
+    of the configuration file (no label) is the operator's and is not checked."""
+    api = Topic("arn:aws:sns:us-east-1:p:t", "pubsub://projects/other-team/topics/events", {}, "t")
+    configured = Topic("projects/other-team/topics/events")
+    use()
+    with pytest.raises(ValueError, match=r"add pubsub:projects/other-team to RIPPLE_DEST"):
+        destinations.push_target(api)
+    assert isinstance(destinations.push_target(configured), PubSubTarget)
+    use("pubsub:projects/other-team")
+    assert isinstance(destinations.push_target(api), PubSubTarget)
+    use(mode="dev")
+    assert isinstance(destinations.push_target(api), PubSubTarget)
+    with pytest.raises(ValueError, match="not pubsub:projects/GCP_PROJECT_ID"):
+        DestinationGuard("pubsub:projects/X", "production")

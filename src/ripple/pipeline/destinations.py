@@ -82,7 +82,8 @@ def push_target(topic: Topic) -> Target | None:
     """The target the topic's push endpoint names, or None for a pull-only topic.
 
     `ValueError` naming the topic if an argument is wrong, or if the destination guard
-    (`ripple.targets.guard.default_guard`) refuses the endpoint's host."""
+    (`ripple.targets.guard.default_guard`) refuses the endpoint's host, or an API topic's
+    Google Pub/Sub project."""
     arguments = {k: v for k, v in topic.arguments.items() if k not in COMMON_ARGUMENTS}
     if topic.label:  # an API topic, named by its ARN: brokers see the name its owner gave it
         default = {"amqp": "amqp-routing-key", "nats": "nats-subject", "mqtt": "mqtt-topic"}
@@ -96,6 +97,11 @@ def push_target(topic: Topic) -> Target | None:
             target = webhook.from_arguments(topic.name, topic.push_endpoint, arguments)
         case "pubsub":
             target = pubsub.from_arguments(topic.name, topic.pubsub_topic, arguments)
+            if topic.label and target.address is None:  # an API topic, to Google itself:
+                try:  # published with ripple's own credentials, so only allowed projects
+                    default_guard().check_pubsub_topic(topic.pubsub_topic)
+                except DestinationRefused as e:
+                    raise ValueError(f"topic {topic.name!r}: {e}") from None
         case "amqp" | "nats" | "mqtt" | "redis" as kind:
             assert endpoint is not None
             module = {"amqp": amqp, "nats": nats, "mqtt": mqtt, "redis": redis}[kind]

@@ -20,6 +20,11 @@ depth; case-insensitive). A host name matching a pattern is allowed whatever it 
 otherwise every address it resolves to must be allowed (inside a listed CIDR, or none of the
 kinds above).
 
+Google Pub/Sub topics are not reached by address: ripple publishes to them with its own
+Google credentials, so in production a topic made through the API may name a Pub/Sub topic
+only in a Google Cloud project the allow list names as `pubsub:projects/PROJECT`
+(`check_pubsub_topic`). Topics of the configuration file are the operator's and not checked.
+
 A name that does not resolve when a topic is configured passes: DNS may not be ready yet,
 and `check_address` checks it again before any connection. At connection time a name that
 does not resolve raises `OSError` (`socket.gaierror`): a passing failure, like a refused
@@ -116,14 +121,20 @@ class DestinationGuard:
         self.mode = mode
         networks: list[IPNetwork] = []
         patterns: list[str] = []
+        projects: list[str] = []
         for raw in allow.split(","):
-            parsed = _parse_entry(raw.strip()) if raw.strip() else None
+            entry = raw.strip()
+            if entry.startswith(_PUBSUB):
+                projects.append(_pubsub_project(entry))
+                continue
+            parsed = _parse_entry(entry) if entry else None
             if isinstance(parsed, str):
                 patterns.append(parsed)
             elif parsed is not None:
                 networks.append(parsed)
         self.networks = tuple(networks)
         self.patterns = tuple(patterns)
+        self.pubsub_projects = frozenset(projects)
 
     @classmethod
     def from_settings(cls, settings: Settings) -> DestinationGuard:
@@ -168,6 +179,20 @@ class DestinationGuard:
             return  # checked again when connecting
         for address in addresses:
             self._check(host, address, resolved=True)
+
+    def check_pubsub_topic(self, topic: str) -> None:
+        """An API topic's Pub/Sub topic (`projects/P/topics/T`): in production, `P` must be
+        listed as `pubsub:projects/P`; `DestinationRefused` otherwise."""
+        if not self.enforcing:
+            return
+        _, _, rest = topic.partition("projects/")
+        project = rest.partition("/")[0]
+        if project not in self.pubsub_projects:
+            raise DestinationRefused(
+                f"Pub/Sub topic {topic!r}: ripple publishes with its own Google credentials, "
+                f"so a topic may name only projects the operator allows; add "
+                f"pubsub:projects/{project} to {SETTING} if this one is meant"
+            )
 
     def check_address(self, host: str, port: int) -> list[str]:
         """Connection time: the addresses of `host` a target may connect to, in the order
@@ -226,6 +251,20 @@ def _resolve(host: str, port: int | None) -> list[IPAddress]:
     if not seen:
         raise socket.gaierror(f"{host!r} resolves to no IP address")
     return list(seen)
+
+
+_PUBSUB = "pubsub:projects/"
+_GCP_PROJECT = re.compile(r"^[a-z][a-z0-9-]{4,28}[a-z0-9]$")
+
+
+def _pubsub_project(entry: str) -> str:
+    project = entry.removeprefix(_PUBSUB)
+    if not _GCP_PROJECT.match(project):
+        raise ValueError(
+            f"{SETTING}: entry {entry!r} is not pubsub:projects/GCP_PROJECT_ID "
+            "(6 to 30 lower-case letters, digits and hyphens)"
+        )
+    return project
 
 
 def _parse_entry(entry: str) -> IPNetwork | str:
