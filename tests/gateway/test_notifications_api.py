@@ -21,6 +21,7 @@ from botocore.exceptions import ClientError
 
 from ripple.changestream.schema import change_records
 from ripple.identity import create_user
+from ripple.notifications.configuration import Notification
 from ripple.notifications.store import StoredTopic, topic_arn
 from tests.gateway.conftest import Running
 from tests.receiver import Receiver, receiver
@@ -329,3 +330,20 @@ def test_s3metadata_rules_are_stored_and_read_back(gateway: Running, s3: Any) ->
     got = signed(gateway, "GET", "/photos?notification=reds")
     assert b"<S3Metadata>" in got.content
     assert b"<Value>red</Value>" in got.content
+
+
+def test_a_new_bucket_starts_without_notifications_left_behind(gateway: Running, s3: Any) -> None:
+    """Notifications a failed DeleteBucket left behind do not attach to a bucket made again
+    under the name."""
+    topic = make_topic(gateway, "t", "none")
+    key = gateway.key
+    store = gateway.services.eventing
+    store.put_notifications(
+        key.project_id,
+        "photos",
+        [Notification("stale", topic.arn, ("s3:ObjectCreated:*",))],
+        "test",
+    )
+    s3.create_bucket(Bucket="photos")
+    assert "TopicConfigurations" not in s3.get_bucket_notification_configuration(Bucket="photos")
+    assert not gateway.services.registry.is_eventing(key.project_id, "photos")

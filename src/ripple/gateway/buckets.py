@@ -60,6 +60,11 @@ async def create(req: S3Request) -> Response:
     if lock not in ("", "true", "false"):
         raise S3Error("InvalidArgument", "x-amz-bucket-object-lock-enabled must be true or false")
     await req.run(create_bucket, req.db, req.bucket_location, object_lock_enabled=lock == "true")
+    # a new bucket starts bare, even if a DeleteBucket of the name failed before it could
+    # remove the notifications (a no-op otherwise)
+    assert req.bucket is not None
+    await req.run(req.services.eventing.forget_bucket, req.project_id, req.bucket, principal(req))
+    await req.run(req.services.config_changed)
     return Response(status_code=200, headers={"location": f"/{req.bucket}"})
 
 
