@@ -23,7 +23,6 @@ from datetime import UTC, datetime
 from urllib.parse import urlsplit
 
 import orjson
-import sqlalchemy as sa
 from starlette.responses import Response
 
 from ripple.gateway.app import operation
@@ -31,9 +30,9 @@ from ripple.gateway.body import read_document
 from ripple.gateway.errors import S3Error
 from ripple.gateway.request import S3Request
 from ripple.gateway.topics import is_secret, principal, redacted
-from ripple.metabase import Metabase, get_bucket_info
+from ripple.metabase import get_bucket_info
+from ripple.metabase.buckets import bucket_owner
 from ripple.metabase.errors import BucketNotFound
-from ripple.metabase.schema import buckets
 from ripple.notifications.configuration import (
     notification_configuration_xml,
     parse_notification_configuration,
@@ -119,17 +118,9 @@ def own_bucket(req: S3Request) -> None:
     try:
         get_bucket_info(req.db, req.bucket_location)
     except BucketNotFound:
-        if _exists(req.db, req.bucket or ""):
+        if bucket_owner(req.db, req.bucket or "") is not None:
             raise S3Error("AccessDenied", f"bucket {req.bucket!r} is not yours") from None
         raise
-
-
-def _exists(db: Metabase, name: str) -> bool:
-    with db.read() as conn:
-        return (
-            conn.execute(sa.select(buckets.c.name).where(buckets.c.name == name)).first()
-            is not None
-        )
 
 
 def _no_such_notification(req: S3Request, notification_id: str) -> S3Error:

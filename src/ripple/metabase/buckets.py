@@ -71,9 +71,7 @@ def create_bucket(
                 is None
             ):
                 raise ProjectNotFound(f"project {loc.project_id} does not exist")
-            owner = conn.execute(
-                sa.select(buckets.c.project_id).where(buckets.c.name == loc.bucket_name)
-            ).scalar()
+            owner = _owner(conn, loc.bucket_name)
             if owner is not None:
                 raise _exists_error(loc, owner == loc.project_id)
             conn.execute(
@@ -94,6 +92,20 @@ def _exists_error(loc: BucketLocation, mine: bool) -> BucketAlreadyExists:
     if mine:
         return BucketAlreadyOwnedByYou(f"you already own bucket {loc.bucket_name!r}")
     return BucketAlreadyExists(f"bucket name {loc.bucket_name!r} is taken; choose another")
+
+
+def _owner(conn: sa.Connection, name: str) -> uuid.UUID | None:
+    """The project that holds the bucket name, if any (names are global)."""
+    owner: uuid.UUID | None = conn.execute(
+        sa.select(buckets.c.project_id).where(buckets.c.name == name)
+    ).scalar()
+    return owner
+
+
+def bucket_owner(db: Metabase, name: str) -> uuid.UUID | None:
+    """The project that holds the bucket name, if any project does."""
+    with db.read() as conn:
+        return _owner(conn, name)
 
 
 def get_bucket_info(db: Metabase, loc: BucketLocation) -> Bucket:

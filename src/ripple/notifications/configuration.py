@@ -49,6 +49,7 @@ from defusedxml import DefusedXmlException
 
 from ripple.events.names import ALL_EVENT_NAMES, matches
 from ripple.gateway.errors import S3Error
+from ripple.notifications.registry import Destination, metadata_name
 
 __all__ = [
     "EVENT_TYPES",
@@ -87,7 +88,6 @@ _TOPIC_ARN = re.compile(
     r"arn:(?P<partition>[a-z][a-z0-9-]*):sns:(?P<region>[a-z0-9-]*)"
     r":(?P<account>[^:\s]+):(?P<name>[^:\s]+)"
 )
-_METADATA_PREFIX = "x-amz-meta-"
 _KEY_RULE_NAMES = ("Prefix", "Suffix", "Regex")  # as GET writes them
 _UNSUPPORTED = frozenset(
     {"QueueConfiguration", "LambdaFunctionConfiguration", "CloudFunctionConfiguration"}
@@ -110,24 +110,25 @@ class Notification:
     regex: str | None = None
     metadata: tuple[tuple[str, str], ...] = ()
 
+    def destination(self) -> Destination:
+        """What routing sends by: this notification's topic, id and filters."""
+        return Destination(
+            topic=self.topic_arn,
+            configuration_id=self.id,
+            events=tuple(self.events),
+            prefix=self.prefix,
+            suffix=self.suffix,
+            regex=self.regex,
+            metadata=tuple(self.metadata),
+        )
+
     def wants(self, event_name: str, key: str, metadata: Mapping[str, str] | None = None) -> bool:
         """Does this notification send an event of this name about this key?
 
         `metadata` is the object's user metadata (names with or without `x-amz-meta-`); when
         it is None and the notification has metadata rules, the answer is no.
         """
-        if not (key.startswith(self.prefix) and key.endswith(self.suffix)):
-            return False
-        if not any(matches(pattern, event_name) for pattern in self.events):
-            return False
-        if self.regex is not None and re.fullmatch(self.regex, key) is None:
-            return False
-        if not self.metadata:
-            return True
-        if metadata is None:
-            return False
-        have = {_metadata_name(name): value for name, value in metadata.items()}
-        return all(have.get(_metadata_name(name)) == value for name, value in self.metadata)
+        return self.destination().wants(event_name, key, metadata)
 
 
 def parse_topic_arn(arn: str) -> tuple[str, str, str]:
@@ -327,9 +328,9 @@ def _topic_configuration(element: ET.Element) -> Notification:
                 )
             key_rules[name] = value
         for name, value in _filter_rules(filter_.find("S3Metadata")):
-            if not _metadata_name(name):
+            if not metadata_name(name):
                 raise _invalid("A metadata filter rule needs a Name", "FilterRule", name)
-            if any(_metadata_name(name) == _metadata_name(seen) for seen, _ in metadata):
+            if any(metadata_name(name) == metadata_name(seen) for seen, _ in metadata):
                 raise _invalid(
                     f"Cannot specify more than one metadata rule for {name} in a filter.",
                     "FilterRule",
@@ -380,10 +381,6 @@ def _overlap(first: Notification, second: Notification) -> bool:
 
 def _selected(events: Sequence[str]) -> frozenset[str]:
     return frozenset(name for name in ALL_EVENT_NAMES if any(matches(e, name) for e in events))
-
-
-def _metadata_name(name: str) -> str:
-    return name.strip().lower().removeprefix(_METADATA_PREFIX)
 
 
 def _generated_id() -> str:

@@ -72,13 +72,13 @@ class Destination:
 def _holds(rules: tuple[tuple[str, str], ...], metadata: Mapping[str, str] | None) -> bool:
     if metadata is None:
         return False
-    have = {_metadata_name(name): value for name, value in metadata.items()}
-    return all(have.get(_metadata_name(name)) == value for name, value in rules)
+    have = {metadata_name(name): value for name, value in metadata.items()}
+    return all(have.get(metadata_name(name)) == value for name, value in rules)
 
 
-def _metadata_name(name: str) -> str:
-    name = name.lower()
-    return name.removeprefix("x-amz-meta-")
+def metadata_name(name: str) -> str:
+    """A user metadata name as rules compare it: trimmed, lower case, without x-amz-meta-."""
+    return name.strip().lower().removeprefix("x-amz-meta-")
 
 
 _PATTERNS: dict[str, re.Pattern[str]] = {}

@@ -29,19 +29,7 @@ def routes_of(snapshot: ConfigSnapshot) -> dict[BucketKey, list[Destination]]:
     """Each bucket's destinations: its notifications whose topic exists."""
     routes: dict[BucketKey, list[Destination]] = {}
     for bucket, notifications in snapshot.notifications.items():
-        destinations = [
-            Destination(
-                topic=n.topic_arn,
-                configuration_id=n.id,
-                events=tuple(n.events),
-                prefix=n.prefix,
-                suffix=n.suffix,
-                regex=n.regex,
-                metadata=tuple(n.metadata),
-            )
-            for n in notifications
-            if n.topic_arn in snapshot.topics
-        ]
+        destinations = [n.destination() for n in notifications if n.topic_arn in snapshot.topics]
         if destinations:
             routes[bucket] = destinations
     return routes
