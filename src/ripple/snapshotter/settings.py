@@ -1,0 +1,194 @@
+"""A snapshotter's configuration: a `[snapshotters.NAME]` table of ripple.toml.
+
+Every key is optional; the embedded default (name `default`) keeps pages, index, write-ahead
+log and dead letters under `<data-dir>/snapshots/<name>/`:
+
+| key | default | meaning |
+|---|---|---|
+| `format` | `protobuf` | page format: `protobuf` or `ndjson` |
+| `compression` | `zstd` | `none`, `gzip` or `zstd` |
+| `key-template` | `{writer_id}/{date}/{timestamp}_{sequence}{ext}` | `snapshotter.keys` |
+| `tags` | none | a table of strings copied into every page's metadata |
+| `max-events` | 1000 | a buffer becomes a page at this many events… |
+| `max-size-bytes` | 10485760 | …or this many payload and attribute bytes… |
+| `max-age-seconds` | 300 | …or when its first event is this old |
+| `max-buffered-bytes` | 268435456 | all buffers; past it the least recently used flush |
+| `storage` | `filesystem` | `filesystem` or `s3` |
+| `path` | `<dir>/pages` | the filesystem storage's root |
+| `s3-endpoint` | none | e.g. `http://127.0.0.1:9000` (ripple's own gateway) |
+| `s3-bucket`, `s3-prefix`, `s3-region` | none, `""`, `us-east-1` | where pages go on S3 |
+| `s3-access-key`, `s3-secret-key` | boto3's usual sources | credentials |
+| `index` | `sqlite` | `sqlite`, `redis` or `postgresql` |
+| `index-url` | `<dir>/index.db` | a SQLite file, `redis://…` or `postgresql://…` |
+| `index-ttl-days` | 90 | Redis: entries expire after this many days (0: never) |
+| `wal-dir` | `<dir>/wal` | the write-ahead log |
+| `wal-segment-bytes` | 67108864 | a new log segment after this many bytes |
+| `max-retries` | 10 | storage attempts before a page goes to the dead letters |
+| `retry-base-seconds`, `retry-max-seconds` | 1, 300 | exponential backoff between them |
+| `dead-letter-dir` | `<dir>/dead-letter` | pages storage refused `max-retries` times |
+| `address` | `127.0.0.1:50051` | where `ripple snapshot serve` listens for gRPC |
+| `health-address` | `127.0.0.1:9102` | its /health/* and /metrics |
+| `page-writers` | 2 | pages written to storage at once |
+
+A wrong value is `ValueError` with one line naming `snapshotters.NAME.KEY`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field, fields
+from pathlib import Path
+from typing import Any, cast
+
+from ripple.snapshotter.keys import DEFAULT_TEMPLATE, KeyTemplate
+from ripple.snapshotter.pages import COMPRESSIONS, FORMATS, Compression, Format
+
+__all__ = ["DEFAULT_NAME", "SnapshotterSettings", "parse_snapshotters"]
+
+DEFAULT_NAME = "default"
+STORAGES = ("filesystem", "s3")
+INDEXES = ("sqlite", "redis", "postgresql")
+
+
+@dataclass(frozen=True)
+class SnapshotterSettings:
+    name: str
+    directory: Path  # <data-dir>/snapshots/<name>: the defaults of the paths below
+    format: Format = "protobuf"
+    compression: Compression = "zstd"
+    key_template: KeyTemplate = field(default_factory=lambda: KeyTemplate(DEFAULT_TEMPLATE))
+    tags: Mapping[str, str] = field(default_factory=dict)
+    max_events: int = 1000
+    max_size_bytes: int = 10 * 1024 * 1024
+    max_age_seconds: float = 300.0
+    max_buffered_bytes: int = 256 * 1024 * 1024
+    storage: str = "filesystem"
+    path: Path | None = None
+    s3_endpoint: str = ""
+    s3_bucket: str = ""
+    s3_prefix: str = ""
+    s3_region: str = "us-east-1"
+    s3_access_key: str = field(default="", repr=False)
+    s3_secret_key: str = field(default="", repr=False)
+    index: str = "sqlite"
+    index_url: str = ""
+    index_ttl_days: int = 90
+    wal_dir: Path | None = None
+    wal_segment_bytes: int = 64 * 1024 * 1024
+    max_retries: int = 10
+    retry_base_seconds: float = 1.0
+    retry_max_seconds: float = 300.0
+    dead_letter_dir: Path | None = None
+    address: str = "127.0.0.1:50051"
+    health_address: str = "127.0.0.1:9102"
+    page_writers: int = 2
+
+    @classmethod
+    def embedded(
+        cls, data_dir: Path, name: str = DEFAULT_NAME, **values: Any
+    ) -> SnapshotterSettings:
+        """The settings of snapshotter `name` under `data_dir`, with `values` (field names)."""
+        return cls(name=name, directory=Path(data_dir) / "snapshots" / name, **values)
+
+    @property
+    def pages_path(self) -> Path:
+        return self.path or self.directory / "pages"
+
+    @property
+    def index_location(self) -> str:
+        return self.index_url or str(self.directory / "index.db")
+
+    @property
+    def wal_path(self) -> Path:
+        return self.wal_dir or self.directory / "wal"
+
+    @property
+    def dead_letter_path(self) -> Path:
+        return self.dead_letter_dir or self.directory / "dead-letter"
+
+
+_INTS = {"max-events", "max-size-bytes", "max-buffered-bytes", "index-ttl-days",
+         "wal-segment-bytes", "max-retries", "page-writers"}  # fmt: skip
+_FLOATS = {"max-age-seconds", "retry-base-seconds", "retry-max-seconds"}
+_PATHS = {"path", "wal-dir", "dead-letter-dir"}
+_NONNEGATIVE = {"index-ttl-days", "max-retries"}
+
+
+def parse_snapshotter(name: str, table: Mapping[str, Any], data_dir: Path) -> SnapshotterSettings:
+    """One `[snapshotters.NAME]` table, checked (`ValueError` naming the key at fault)."""
+    where = f"snapshotters.{name}"
+    if not name or not name.replace("-", "").replace("_", "").isalnum():
+        raise ValueError(f"{where}: a snapshotter name is letters, digits, '-' and '_'")
+    known = {f.name.replace("_", "-") for f in fields(SnapshotterSettings)} - {"name", "directory"}
+    values: dict[str, Any] = {}
+    for key, value in table.items():
+        if key not in known:
+            raise ValueError(f"{where}: unknown key {key!r} (known: {', '.join(sorted(known))})")
+        attr = key.replace("-", "_")
+        if key == "tags":
+            if not isinstance(value, Mapping) or not all(
+                isinstance(v, str) for v in value.values()
+            ):
+                raise ValueError(f'{where}.tags must be a table of strings, e.g. {{env = "prod"}}')
+            values[attr] = dict(value)
+        elif key in _INTS:
+            values[attr] = _number(where, key, value, int)
+        elif key in _FLOATS:
+            values[attr] = _number(where, key, value, float)
+        elif not isinstance(value, str):
+            raise ValueError(f"{where}.{key} must be a string, got {type(value).__name__}")
+        elif key in _PATHS:
+            values[attr] = Path(value)
+        elif key == "key-template":
+            try:
+                values[attr] = KeyTemplate(value)
+            except ValueError as e:
+                raise ValueError(f"{where}.{key}: {e}") from None
+        else:
+            values[attr] = value
+    _choice(where, "format", values.get("format", "protobuf"), FORMATS)
+    _choice(where, "compression", values.get("compression", "zstd"), COMPRESSIONS)
+    _choice(where, "storage", values.get("storage", "filesystem"), STORAGES)
+    _choice(where, "index", values.get("index", "sqlite"), INDEXES)
+    settings = SnapshotterSettings.embedded(data_dir, name, **values)
+    if settings.storage == "s3" and not settings.s3_bucket:
+        raise ValueError(f'{where}: storage = "s3" needs s3-bucket')
+    index_url = settings.index_url
+    if settings.index == "redis" and not index_url.startswith(("redis://", "rediss://")):
+        raise ValueError(f'{where}: index = "redis" needs index-url = "redis://HOST:PORT/DB"')
+    if settings.index == "postgresql" and not index_url.startswith(("postgresql", "postgres://")):
+        raise ValueError(
+            f'{where}: index = "postgresql" needs index-url = "postgresql://USER@HOST/DATABASE"'
+        )
+    return settings
+
+
+def _number(where: str, key: str, value: Any, kind: type[int] | type[float]) -> int | float:
+    if isinstance(value, bool) or not isinstance(value, (int, float, str)):
+        raise ValueError(f"{where}.{key} must be a number, got {type(value).__name__}")
+    try:
+        number = kind(value)
+    except ValueError:
+        raise ValueError(f"{where}.{key} must be a number, got {value!r}") from None
+    if number < 0 or (number == 0 and key not in _NONNEGATIVE):
+        least = "0 or more" if key in _NONNEGATIVE else "more than 0"
+        raise ValueError(f"{where}.{key} must be {least}, got {value!r}")
+    return number
+
+
+def _choice(where: str, key: str, value: str, allowed: tuple[str, ...]) -> None:
+    if value not in allowed:
+        raise ValueError(f"{where}.{key} is {value!r}; use one of {', '.join(allowed)}")
+
+
+def parse_snapshotters(raw: Mapping[str, Any], data_dir: Path) -> dict[str, SnapshotterSettings]:
+    """Every `[snapshotters.NAME]` table, plus the embedded `default` if not configured."""
+    parsed: dict[str, SnapshotterSettings] = {}
+    for name, table in raw.items():
+        if not isinstance(table, Mapping):
+            raise ValueError(
+                f'snapshotters.{name} must be a table, e.g. [snapshotters.{name}] format = "ndjson"'
+            )
+        parsed[name] = parse_snapshotter(name, cast(Mapping[str, Any], table), data_dir)
+    parsed.setdefault(DEFAULT_NAME, SnapshotterSettings.embedded(data_dir))
+    return parsed

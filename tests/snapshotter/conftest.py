@@ -1,0 +1,22 @@
+"""Fixtures for the snapshotter's tests: settings under the test's own directory.
+
+Backend-specific fixtures (Redis, PostgreSQL, the S3 gateway) live with the tests that use
+them; a service that is absent skips its tests, or fails them when CI is set
+(`tests.conftest.service_missing`).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from ripple.snapshotter.settings import SnapshotterSettings
+
+
+@pytest.fixture
+def snapshot_settings(tmp_path: Path) -> SnapshotterSettings:
+    """The embedded default snapshotter under tmp_path, retrying storage quickly."""
+    return SnapshotterSettings.embedded(
+        tmp_path, retry_base_seconds=0.01, retry_max_seconds=0.05, max_retries=3
+    )
