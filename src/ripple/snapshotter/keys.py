@@ -53,7 +53,8 @@ class KeyTemplate:
     def render(self, meta: PageMetadata, ext: str = "", suffix: str = "") -> str:
         """The key of a page; `suffix` follows the sequence (compaction's `~c<last>`)."""
         when = datetime.fromtimestamp(meta.start_time / 1000, tz=UTC)
-        writer = meta.writer_id.replace("/", "%2F")  # a writer id never adds a directory
+        # a writer id never adds a directory; "%" escaped first keeps "a/b" and "a%2Fb" apart
+        writer = meta.writer_id.replace("%", "%25").replace("/", "%2F")
         if writer in (".", ".."):
             writer = writer.replace(".", "%2E")
         return self.text.format(

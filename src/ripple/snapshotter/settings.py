@@ -168,8 +168,12 @@ def _number(where: str, key: str, value: Any, kind: type[int] | type[float]) -> 
         raise ValueError(f"{where}.{key} must be a number, got {type(value).__name__}")
     try:
         number = kind(value)
-    except ValueError:
+    except (ValueError, OverflowError):  # int(inf) overflows
         raise ValueError(f"{where}.{key} must be a number, got {value!r}") from None
+    if number != number:  # NaN passes every comparison below
+        raise ValueError(f"{where}.{key} must be a number, got {value!r}")
+    if kind is int and isinstance(value, float) and number != value:  # int() truncates 1.5
+        raise ValueError(f"{where}.{key} must be a whole number, got {value!r}")
     if number < 0 or (number == 0 and key not in _NONNEGATIVE):
         least = "0 or more" if key in _NONNEGATIVE else "more than 0"
         raise ValueError(f"{where}.{key} must be {least}, got {value!r}")
