@@ -22,6 +22,7 @@ from ripple.events import EventSettings
 from ripple.metabase.db import normalize_url
 from ripple.notifications.phase1 import EventingConfigError, parse_eventing_buckets
 from ripple.notifications.topics import Topic, parse_topics
+from ripple.snapshotter.settings import SnapshotterSettings, parse_snapshotters
 
 DEFAULT_CONFIG_FILE = "ripple.toml"
 
@@ -50,6 +51,27 @@ class Settings:
     topics_allow_secrets_in_cleartext: bool = False
     # `[topics."<name>"]` tables of the file (no environment variable): see notifications.topics
     topics: Mapping[str, Topic] = field(default_factory=dict)
+    # `[snapshotters.NAME]` tables of the file, as written (see `snapshotters`)
+    snapshotter_tables: Mapping[str, Any] = field(default_factory=dict)
+
+    @property
+    def snapshotters(self) -> dict[str, SnapshotterSettings]:
+        """Every configured snapshotter, plus the embedded `default` under the data directory
+        (`load_settings` already checked them)."""
+        try:
+            return parse_snapshotters(self.snapshotter_tables, self.data_dir)
+        except ValueError as e:
+            raise ConfigError(str(e)) from e
+
+    def snapshotter(self, name: str) -> SnapshotterSettings:
+        """Snapshotter `name`; `ConfigError` listing the known ones if there is none."""
+        known = self.snapshotters
+        if name not in known:
+            raise ConfigError(
+                f"no snapshotter {name!r}; configured: {', '.join(sorted(known))} "
+                f"(add a [snapshotters.{name}] table to ripple.toml)"
+            )
+        return known[name]
 
     @property
     def effective_database_url(self) -> str:
@@ -135,9 +157,14 @@ def _from_file(path: Path) -> dict[str, Any]:
             values["topics"] = parse_topics(tables)
         except ValueError as e:
             raise ConfigError(f"{path}: {e}") from e
+    if "snapshotters" in raw:
+        tables = raw.pop("snapshotters")
+        if not isinstance(tables, Mapping):
+            raise ConfigError(f"{path}: snapshotters must be tables, e.g. [snapshotters.NAME]")
+        values["snapshotter_tables"] = dict(tables)
     for key, value in _flatten(raw).items():
         if key not in _KEYS:
-            known = ", ".join([*sorted(_KEYS), 'topics."NAME".ARGUMENT'])
+            known = ", ".join([*sorted(_KEYS), 'topics."NAME".ARGUMENT', "snapshotters.NAME.KEY"])
             raise ConfigError(f"{path}: unknown key {key!r} (known keys: {known})")
         if isinstance(value, list) and key == "bucket-eventing.buckets":
             value = ",".join(str(v) for v in value)
@@ -212,6 +239,7 @@ def load_settings(
                 "use sqlite:///PATH or postgresql://USER@HOST:PORT/DATABASE"
             ) from e
     _parse_eventing_buckets(settings.bucket_eventing_buckets)
+    settings.snapshotters  # noqa: B018 - checks every [snapshotters.NAME] table
     for name, value in (
         ("s3.delete-rate (RIPPLE_S3_DELETE_RATE)", settings.delete_rate),
         ("s3.delete-burst (RIPPLE_S3_DELETE_BURST)", settings.delete_burst),

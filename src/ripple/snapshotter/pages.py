@@ -13,7 +13,7 @@ from __future__ import annotations
 import base64
 import gzip
 import zlib
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from typing import Literal
 
 import orjson
@@ -32,6 +32,7 @@ __all__ = [
     "decode",
     "decompress",
     "encode",
+    "encode_events",
     "extension",
     "iter_events",
 ]
@@ -76,7 +77,11 @@ def decompress(data: bytes) -> tuple[bytes, Compression]:
             return gzip.decompress(data), "gzip"
         if data.startswith(_ZSTD_MAGIC):
             # pages are written with their size in the frame header; stream otherwise
-            return zstandard.ZstdDecompressor().decompressobj().decompress(data), "zstd"
+            stream = zstandard.ZstdDecompressor().decompressobj()
+            raw = stream.decompress(data)
+            if not stream.eof:  # streaming returns a truncated frame's prefix without error
+                raise PageError("page does not decompress: truncated zstd frame")
+            return raw, "zstd"
     except (OSError, EOFError, zlib.error, zstandard.ZstdError) as e:
         raise PageError(f"page does not decompress: {e}") from None
     return data, "none"
@@ -108,6 +113,41 @@ def encode(page: EventPage, page_format: Format, compression: Compression) -> tu
         meta.page_size_bytes = len(raw)
         raw = serialize()
     return compress(raw, compression), len(raw)
+
+
+def encode_events(
+    meta: PageMetadata, events: Sequence[bytes], page_format: Format, compression: Compression
+) -> tuple[bytes, int]:
+    """As `encode`, for events already serialized (`Event.SerializeToString()`): a protobuf
+    page is then put together without parsing them again."""
+    if page_format != "protobuf":
+        page = EventPage(metadata=meta)
+        page.events.extend(Event.FromString(e) for e in events)
+        data, size = encode(page, page_format, compression)
+        meta.CopyFrom(page.metadata)
+        return data, size
+    body = b"".join([b"\x12" + _varint(len(e)) + e for e in events])
+    meta.event_count = len(events)
+    meta.format_version = FORMAT_VERSION
+    meta.compression = compression
+    meta.page_size_bytes = 0
+    size = -1
+    while meta.page_size_bytes != size:  # the fixed point of `encode`
+        meta.page_size_bytes = max(size, 0)
+        head = meta.SerializeToString()
+        size = 1 + len(_varint(len(head))) + len(head) + len(body)
+    head = meta.SerializeToString()
+    raw = b"\x0a" + _varint(len(head)) + head + body
+    return compress(raw, compression), len(raw)
+
+
+def _varint(n: int) -> bytes:
+    out = bytearray()
+    while n > 0x7F:
+        out.append((n & 0x7F) | 0x80)
+        n >>= 7
+    out.append(n)
+    return bytes(out)
 
 
 def _ndjson_metadata(meta: PageMetadata) -> bytes:
