@@ -8,7 +8,8 @@ stored, each destination that is new to the bucket gets an `s3:TestEvent` messag
 sends one; a destination that does not take it fails the PUT the same way, and nothing
 changes. `x-amz-skip-destination-validation: true` skips the test messages. A pull-only
 topic has no destination to test; a Redis topic in `namespace` format keeps object state,
-not messages, so it gets none either. `Filter/S3Metadata` rules select events by the
+not messages, so it gets none either; nor does a `snapshot://` topic, an archive whose
+snapshotter runs in the pipeline's process (its name is checked). `Filter/S3Metadata` rules select events by the
 object's user metadata, which the change stream records with each change.
 
 The configuration is stored in the metabase database (`EventingStore`) and applied to this
@@ -161,7 +162,7 @@ def _send_test_events(req: S3Request, topics: list[StoredTopic]) -> list[tuple[s
         except ValueError as e:
             failures.append((stored.arn, _hidden(stored, str(e))))
             continue
-        if target is None:  # pull-only
+        if target is None or topic.kind == "snapshot":  # pull-only, or an archive
             continue
         delivery = Delivery.raw(
             f"{req.context.request_id}-test",

@@ -18,6 +18,7 @@ from ripple.gateway.request import Services
 from ripple.identity import Keyring
 from ripple.metabase import Metabase
 from ripple.notifications.registry import Registry
+from ripple.snapshotter import shared as shared_snapshotters
 from ripple.targets.guard import DestinationGuard, set_default_guard
 
 
@@ -35,8 +36,9 @@ def parse_address(address: str) -> tuple[str, int]:
 def build_services(settings: Settings, db: Metabase, registry: Registry | None = None) -> Services:
     """The gateway's services. `registry` is the one `db` asks which buckets have eventing
     (`open_metabase` makes both); without it, a registry of the static list is made."""
-    try:  # the topic API checks destinations with it
+    try:  # the topic API checks destinations with it, and snapshot:// names with these
         set_default_guard(DestinationGuard.from_settings(settings))
+        shared_snapshotters.configure(settings.snapshotters)
     except ValueError as e:
         raise GatewayError(str(e)) from e
     data_dir = Path(settings.data_dir)

@@ -14,7 +14,8 @@ The push endpoint says where the topic's events are pushed:
   list names them) is published to Pub/Sub; any other topic is pull-only;
 - a destination URI (`ripple.targets.endpoints`): `http[s]://…` (a webhook),
   `amqp[s]://…` (RabbitMQ), `nats://…` (NATS JetStream), `mqtt[s]://…`, `redis://…`, or
-  `pubsub://projects/P/topics/T` (that Pub/Sub topic);
+  `pubsub://projects/P/topics/T` (that Pub/Sub topic), or `snapshot://NAME` (archived in
+  pages by that snapshotter, one writer per bucket: `ripple.targets.snapshot`);
 - `none`: pull-only: events are kept only for the topic's pull subscriptions.
 
 Every topic's events are also stored in its pull subscriptions, whatever its endpoint.
@@ -34,7 +35,7 @@ from ripple.targets.endpoints import Endpoint, parse_endpoint
 __all__ = ["PULL_ONLY", "Kind", "Topic", "parse_topics"]
 
 PULL_ONLY = "none"
-Kind = Literal["webhook", "pubsub", "amqp", "nats", "mqtt", "redis", "pull"]
+Kind = Literal["webhook", "pubsub", "amqp", "nats", "mqtt", "redis", "snapshot", "pull"]
 
 
 @dataclass(frozen=True)

@@ -27,7 +27,7 @@ from ripple.notifications.registry import Registry
 from ripple.notifications.topics import Topic
 from ripple.pipeline.deliver import RetryPolicy
 from ripple.subscriptions.store import SubscriptionStore
-from ripple.targets import amqp, mqtt, nats, pubsub, redis, webhook
+from ripple.targets import amqp, mqtt, nats, pubsub, redis, snapshot, webhook
 from ripple.targets.arguments import flag, positive, whole
 from ripple.targets.base import Target
 from ripple.targets.guard import DestinationRefused, default_guard
@@ -102,6 +102,9 @@ def push_target(topic: Topic) -> Target | None:
                     default_guard().check_pubsub_topic(topic.pubsub_topic)
                 except DestinationRefused as e:
                     raise ValueError(f"topic {topic.name!r}: {e}") from None
+        case "snapshot":
+            assert endpoint is not None
+            target = snapshot.from_arguments(topic.name, endpoint.path, arguments)
         case "amqp" | "nats" | "mqtt" | "redis" as kind:
             assert endpoint is not None
             module = {"amqp": amqp, "nats": nats, "mqtt": mqtt, "redis": redis}[kind]

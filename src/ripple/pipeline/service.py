@@ -32,6 +32,7 @@ from ripple.pipeline.destinations import Destinations
 from ripple.pipeline.job import JobSettings, run
 from ripple.pipeline.queue import RetryQueue
 from ripple.pipeline.reconfigure import Reconfigurer
+from ripple.snapshotter import shared as shared_snapshotters
 from ripple.subscriptions.store import SubscriptionStore
 from ripple.targets.guard import DestinationGuard, set_default_guard
 
@@ -79,6 +80,7 @@ class Pipeline:
             metrics = parse_address(metrics_address, "the metrics address")
         try:  # before any target is built: they all ask it
             set_default_guard(DestinationGuard.from_settings(settings))
+            shared_snapshotters.configure(settings.snapshotters)  # snapshot:// names these
         except ValueError as e:
             raise PipelineError(str(e)) from e
         registry = Registry.from_settings(settings)

@@ -6,6 +6,7 @@
     mqtt[s]://[user:password@]host[:port]           MQTT (1883 / 8883)
     redis://[:password@]host[:port][/db]            Redis (6379, db 0)
     pubsub://projects/P/topics/T                    Google Pub/Sub
+    snapshot://NAME                                 a snapshotter of the configuration
 
 Anything else, or a malformed one, is `ValueError` with one line saying what is wrong and
 what is accepted. The password is kept out of `repr` and of `redacted`.
@@ -19,7 +20,7 @@ from urllib.parse import SplitResult, unquote, urlsplit
 
 __all__ = ["KINDS", "Endpoint", "EndpointKind", "parse_endpoint"]
 
-EndpointKind = Literal["webhook", "pubsub", "amqp", "nats", "mqtt", "redis"]
+EndpointKind = Literal["webhook", "pubsub", "amqp", "nats", "mqtt", "redis", "snapshot"]
 KINDS: dict[str, EndpointKind] = {
     "http": "webhook",
     "https": "webhook",
@@ -30,6 +31,7 @@ KINDS: dict[str, EndpointKind] = {
     "mqtts": "mqtt",
     "redis": "redis",
     "pubsub": "pubsub",
+    "snapshot": "snapshot",
 }
 DEFAULT_PORTS = {
     "http": 80,
@@ -44,7 +46,7 @@ DEFAULT_PORTS = {
 SUPPORTED = (
     "http[s]://host[:port]/path, amqp[s]://[user:password@]host[:port][/vhost], "
     "nats://host[:port], mqtt[s]://[user:password@]host[:port], "
-    "redis://[:password@]host[:port][/db], pubsub://projects/P/topics/T"
+    "redis://[:password@]host[:port][/db], pubsub://projects/P/topics/T, snapshot://NAME"
 )
 
 
@@ -59,7 +61,7 @@ class Endpoint:
     port: int = 0
     username: str | None = None
     password: str | None = field(default=None, repr=False)
-    path: str = ""
+    path: str = ""  # …or the snapshotter's name
 
     @property
     def kind(self) -> EndpointKind:
@@ -93,6 +95,14 @@ def parse_endpoint(uri: str) -> Endpoint:
         raise ValueError(f"endpoint {uri!r} has {shown}; supported: {SUPPORTED}")
     if scheme == "pubsub":
         return Endpoint(uri, scheme, path=text[len("pubsub://") :])
+    if scheme == "snapshot":
+        name = text[len("snapshot://") :]
+        if not name or not name.replace("-", "").replace("_", "").isalnum():
+            raise ValueError(
+                f"endpoint {uri!r}: name a snapshotter of the configuration, e.g. "
+                "snapshot://default (letters, digits, '-' and '_')"
+            )
+        return Endpoint(uri, scheme, path=name)
     parts = urlsplit(text)
     host = parts.hostname or ""
     if not host:
