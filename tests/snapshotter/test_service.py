@@ -231,8 +231,10 @@ def test_log_segments_are_released_once_their_pages_are_stored(
             snap.publish("w", b"%d" % i * 100)
         snap.flush()
         wait_for(lambda: snap.wal.segment_count <= 2, "old segments to be deleted")
-        on_disk = list(snapshot_settings.wal_path.glob("*.wal"))
-        assert len(on_disk) == snap.wal.segment_count
+        wait_for(
+            lambda: len(list(snapshot_settings.wal_path.glob("*.wal"))) == snap.wal.segment_count,
+            "the files of deleted segments to go",
+        )
     assert sum(len(p.events) for p in stored_pages(snapshot_settings)) == 200
 
 

@@ -36,10 +36,11 @@ class Page:
     page_sequence: int
     first_ticket: int  # the oldest write-ahead log ticket among its events
     opened: float = field(default_factory=time.monotonic)
-    events: list[bytes] = field(default_factory=list)  # serialized `Event`s
+    events: list[bytes] = field(default_factory=list)  # framed `Event`s (`pages.frame`)
     start_time: int = 0  # first event's timestamp (Unix ms)
     end_time: int = 0  # last event's
     nbytes: int = 0
+    record_prefix: bytes = b""  # its events' log records start so (`wal.record_prefix`)
     reason: str = ""  # why it was sealed: events, bytes, age, lru, disconnect, shutdown, recovery
     done: threading.Event = field(default_factory=threading.Event)
     stored: bool = False  # in storage (False once done: in the dead letters)

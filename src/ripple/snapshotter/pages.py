@@ -34,7 +34,10 @@ __all__ = [
     "encode",
     "encode_events",
     "extension",
+    "frame",
     "iter_events",
+    "unframe",
+    "varint",
 ]
 
 Format = Literal["protobuf", "ndjson"]
@@ -115,19 +118,32 @@ def encode(page: EventPage, page_format: Format, compression: Compression) -> tu
     return compress(raw, compression), len(raw)
 
 
+def frame(event: bytes) -> bytes:
+    """A serialized `Event` as it sits in a page (and in its log record): tag, length, bytes."""
+    return b"\x12" + varint(len(event)) + event
+
+
+def unframe(framed: bytes) -> bytes:
+    """The serialized `Event` of a framed one."""
+    start = 1
+    while framed[start] & 0x80:
+        start += 1
+    return framed[start + 1 :]
+
+
 def encode_events(
-    meta: PageMetadata, events: Sequence[bytes], page_format: Format, compression: Compression
+    meta: PageMetadata, framed: Sequence[bytes], page_format: Format, compression: Compression
 ) -> tuple[bytes, int]:
-    """As `encode`, for events already serialized (`Event.SerializeToString()`): a protobuf
-    page is then put together without parsing them again."""
+    """As `encode`, for events already serialized and framed (`frame`): a protobuf page is
+    then put together without touching them."""
     if page_format != "protobuf":
         page = EventPage(metadata=meta)
-        page.events.extend(Event.FromString(e) for e in events)
+        page.events.extend(Event.FromString(unframe(e)) for e in framed)
         data, size = encode(page, page_format, compression)
         meta.CopyFrom(page.metadata)
         return data, size
-    body = b"".join([b"\x12" + _varint(len(e)) + e for e in events])
-    meta.event_count = len(events)
+    body = b"".join(framed)
+    meta.event_count = len(framed)
     meta.format_version = FORMAT_VERSION
     meta.compression = compression
     meta.page_size_bytes = 0
@@ -135,13 +151,19 @@ def encode_events(
     while meta.page_size_bytes != size:  # the fixed point of `encode`
         meta.page_size_bytes = max(size, 0)
         head = meta.SerializeToString()
-        size = 1 + len(_varint(len(head))) + len(head) + len(body)
+        size = 1 + len(varint(len(head))) + len(head) + len(body)
     head = meta.SerializeToString()
-    raw = b"\x0a" + _varint(len(head)) + head + body
+    raw = b"\x0a" + varint(len(head)) + head + body
     return compress(raw, compression), len(raw)
 
 
-def _varint(n: int) -> bytes:
+_VARINTS = [bytes([n]) if n < 0x80 else bytes([(n & 0x7F) | 0x80, n >> 7]) for n in range(1 << 14)]
+
+
+def varint(n: int) -> bytes:
+    """A protobuf base-128 varint (non-negative `n`)."""
+    if n < 1 << 14:
+        return _VARINTS[n]
     out = bytearray()
     while n > 0x7F:
         out.append((n & 0x7F) | 0x80)

@@ -27,15 +27,18 @@ from typing import Any, NamedTuple
 from ripple.snapshotter import metrics
 from ripple.snapshotter.buffers import BufferLimits, Buffers, Page
 from ripple.snapshotter.index import Index, IndexError_
+from ripple.snapshotter.pages import unframe, varint
 from ripple.snapshotter.proto import Event
 from ripple.snapshotter.settings import SnapshotterSettings
 from ripple.snapshotter.storage import Storage
-from ripple.snapshotter.wal import WriteAheadLog, done_record, event_record
+from ripple.snapshotter.wal import WriteAheadLog, done_record, record_prefix
 from ripple.snapshotter.writer import PageWriter, Stopped
 
 __all__ = ["Flushed", "Publish", "Published", "Session", "Snapshotter"]
 
 log = logging.getLogger(__name__)
+
+_APPEND_EVERY = 128  # events of a long batch handed to the log at a time
 
 
 class Publish(NamedTuple):
@@ -98,8 +101,8 @@ class Snapshotter:
         with self._lock:
             for (writer, sequence), events in sorted(recovered.pages.items()):
                 page = Page(writer, sequence, first_ticket=0, reason="recovery")
-                for event in events:
-                    page.add(event, Event.FromString(event).timestamp)
+                for framed in events:
+                    page.add(framed, Event.FromString(unframe(framed)).timestamp)
                 self._submit(page)
         if recovered.pages:
             log.info(
@@ -123,7 +126,12 @@ class Snapshotter:
         except BaseException:
             storage.close()
             raise
-        return cls(settings, storage, index)
+        try:
+            return cls(settings, storage, index)
+        except BaseException:  # e.g. the log is in use by another process
+            index.close()
+            storage.close()
+            raise
 
     def __enter__(self) -> Snapshotter:
         return self
@@ -172,11 +180,16 @@ class Snapshotter:
                     attributes=attributes,
                     sequence=sequence,
                 ).SerializeToString()
-                page.add(event, when)
-                records.append(event_record(writer, page.page_sequence, event))
-                sealed.extend(self._buffers.added(page, len(event)))
+                framed = b"\x12" + varint(len(event)) + event  # as in its page and its record
+                page.add(framed, when)
+                prefix = page.record_prefix
+                records.append(b"\x0a" + varint(len(prefix) + len(framed)) + prefix + framed)
+                sealed.extend(self._buffers.added(page, len(framed)))
                 results.append(Published(message_id, sequence))
-            ticket = self.wal.append(records)
+                if len(records) == _APPEND_EVERY:  # the log writes these while we go on
+                    self.wal.append(records)
+                    records = []
+            ticket = self.wal.append(records) if records else self.wal.appended
             for page in sealed:
                 self._submit(page)
         self.wal.wait(ticket)
@@ -196,7 +209,12 @@ class Snapshotter:
     def _new_page(self, writer: str) -> Page:
         sequence = max(self._next_sequence.get(writer, 0), self._floor.pop(writer, -1) + 1)
         self._next_sequence[writer] = sequence + 1
-        return Page(writer, sequence, first_ticket=self.wal.appended + 1)
+        return Page(
+            writer,
+            sequence,
+            first_ticket=self.wal.appended + 1,
+            record_prefix=record_prefix(writer, sequence),
+        )
 
     def _checkpoint(self) -> dict[str, int]:
         with self._lock:

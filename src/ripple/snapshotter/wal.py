@@ -1,9 +1,10 @@
 """The write-ahead log: an event is acknowledged only once it is here, fsynced.
 
 The log is a directory of segments (`00000001.wal`, …), each a run of frames
-`<u32 length><u32 crc32><WalRecord>`. Appends from every publisher are gathered and written
-with one `fsync` per group by a single flusher thread (group commit): a publisher waits for
-the fsync that covers its records, and meanwhile the next group gathers.
+`<u32 length><u32 crc32><WalBatch>`: one frame per append, so an append is recovered whole
+or not at all. Appends from every publisher are gathered and written with one `fsync` per
+group by a single flusher thread (group commit): a publisher waits for the fsync that
+covers its append, and meanwhile the next group gathers.
 
 Records say three things: an event of page (writer, page sequence); that a page is done (in
 storage or in the dead letters); and, first in every segment, a checkpoint of each writer's
@@ -28,9 +29,17 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ripple.snapshotter.proto import WalRecord
+from ripple.snapshotter.pages import frame, varint
+from ripple.snapshotter.proto import WalBatch, WalRecord
 
-__all__ = ["Recovered", "WalError", "WriteAheadLog", "event_record"]
+__all__ = [
+    "Recovered",
+    "WalError",
+    "WriteAheadLog",
+    "batch_entry",
+    "done_record",
+    "record_prefix",
+]
 
 log = logging.getLogger(__name__)
 
@@ -44,48 +53,33 @@ class WalError(Exception):
 
 @dataclass
 class Recovered:
-    """What a log held that was not done: `pages[(writer, page sequence)]` = serialized
-    `Event`s in order; `next_page_sequence[writer]` = the lowest sequence never used."""
+    """What a log held that was not done: `pages[(writer, page sequence)]` = its events in
+    order, framed as in a page (`ripple.snapshotter.pages.frame`);
+    `next_page_sequence[writer]` = the lowest sequence never used."""
 
     pages: dict[tuple[str, int], list[bytes]] = field(default_factory=dict)
     next_page_sequence: dict[str, int] = field(default_factory=dict)
     torn_bytes: int = 0  # cut off the end of the newest segment
 
 
-def _varint(n: int) -> bytes:
-    out = bytearray()
-    while n > 0x7F:
-        out.append((n & 0x7F) | 0x80)
-        n >>= 7
-    out.append(n)
-    return bytes(out)
-
-
-def event_record(writer_id: str, page_sequence: int, event: bytes) -> bytes:
-    """A `WalRecord` holding a serialized `Event`, built without re-encoding the event."""
+def record_prefix(writer_id: str, page_sequence: int) -> bytes:
+    """The fields of a page's event records before the event: writer id, page sequence."""
     writer = writer_id.encode()
-    return b"".join(
-        (
-            b"\x0a",
-            _varint(len(writer)),
-            writer,
-            b"\x10",
-            _varint(page_sequence),
-            b"\x1a",
-            _varint(len(event)),
-            event,
-        )
-    )
+    return b"\x0a" + varint(len(writer)) + writer + b"\x18" + varint(page_sequence)
+
+
+def batch_entry(record: bytes) -> bytes:
+    """One `WalRecord` as an element of a `WalBatch` (what `append` takes a list of)."""
+    return b"\x0a" + varint(len(record)) + record
 
 
 def done_record(writer_id: str, page_sequence: int) -> bytes:
-    return WalRecord(
-        writer_id=writer_id, page_sequence=page_sequence, page_done=True
-    ).SerializeToString()
+    record = WalRecord(writer_id=writer_id, page_sequence=page_sequence, page_done=True)
+    return batch_entry(record.SerializeToString())
 
 
-def _frame(record: bytes) -> bytes:
-    return _FRAME.pack(len(record), zlib.crc32(record)) + record
+def _frame(batch: bytes) -> bytes:
+    return _FRAME.pack(len(batch), zlib.crc32(batch)) + batch
 
 
 class WriteAheadLog:
@@ -118,7 +112,7 @@ class WriteAheadLog:
             ) from None
         self._cond = threading.Condition()
         self._pending: list[bytes] = []
-        self._appended = 0  # tickets: records appended so far (recovered records are 0)
+        self._appended = 0  # tickets: appends so far (what recovery read counts as 0)
         self._synced = 0
         self._closing = False
         self._error: str | None = None
@@ -152,7 +146,8 @@ class WriteAheadLog:
                 if len(body) != length or zlib.crc32(body) != crc:
                     break
                 offset += _FRAME.size + length
-                self._apply(WalRecord.FromString(body), recovered, done)
+                for record in WalBatch.FromString(body).records:
+                    self._apply(record, recovered, done)
             if offset < len(data):
                 if position == len(files) - 1:
                     recovered.torn_bytes = len(data) - offset
@@ -185,7 +180,7 @@ class WriteAheadLog:
         if record.page_done:
             done.add(key)
         elif record.HasField("event"):
-            recovered.pages.setdefault(key, []).append(record.event.SerializeToString())
+            recovered.pages.setdefault(key, []).append(frame(record.event.SerializeToString()))
 
     # -- writing ------------------------------------------------------------------------
 
@@ -199,7 +194,8 @@ class WriteAheadLog:
         number = (self._segments[-1][0] + 1) if self._segments else 1
         path = self.directory / f"{number:08d}{_SUFFIX}"
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
-        checkpoint = _frame(WalRecord(next_page_sequence=self._checkpoint()).SerializeToString())
+        record = WalRecord(next_page_sequence=self._checkpoint()).SerializeToString()
+        checkpoint = _frame(batch_entry(record))
         _write_all(fd, checkpoint)
         os.fsync(fd)
         _fsync_dir(self.directory)
@@ -210,16 +206,17 @@ class WriteAheadLog:
         if old >= 0:
             os.close(old)
 
-    def append(self, records: list[bytes]) -> int:
-        """Queue records for the next group; the ticket to `wait` for."""
-        framed = [_frame(r) for r in records]
+    def append(self, entries: list[bytes]) -> int:
+        """Queue records (`batch_entry`s) for the next group, as one frame; the ticket to
+        `wait` for."""
+        framed = _frame(b"".join(entries))
         with self._cond:
             if self._error is not None:
                 raise WalError(self._error)
             if self._closing:
                 raise WalError(f"write-ahead log {self.directory} is closed")
-            self._pending.extend(framed)
-            self._appended += len(framed)
+            self._pending.append(framed)
+            self._appended += 1
             self._cond.notify_all()
             return self._appended
 
@@ -270,9 +267,9 @@ class WriteAheadLog:
         with self._cond:
             doomed = [s for s in self._segments[:-1] if s[1] < low_water]
             self._segments = [s for s in self._segments if s not in doomed]
-        for number, _ in doomed:
-            with contextlib.suppress(FileNotFoundError):
-                (self.directory / f"{number:08d}{_SUFFIX}").unlink()
+            for number, _ in doomed:
+                with contextlib.suppress(FileNotFoundError):
+                    (self.directory / f"{number:08d}{_SUFFIX}").unlink()
         return len(doomed)
 
     @property

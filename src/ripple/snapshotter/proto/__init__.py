@@ -7,6 +7,7 @@ from ripple.snapshotter.proto.snapshotter_pb2 import (
     PublishRequest,
     PublishResponse,
     PublishStreamResponse,
+    WalBatch,
     WalRecord,
 )
 
@@ -17,5 +18,6 @@ __all__ = [
     "PublishRequest",
     "PublishResponse",
     "PublishStreamResponse",
+    "WalBatch",
     "WalRecord",
 ]

@@ -100,7 +100,7 @@ class Event(_message.Message):
     def __init__(self, event_id: _Optional[str] = ..., timestamp: _Optional[int] = ..., payload: _Optional[bytes] = ..., attributes: _Optional[_Mapping[str, str]] = ..., sequence: _Optional[int] = ...) -> None: ...
 
 class WalRecord(_message.Message):
-    __slots__ = ("writer_id", "page_sequence", "event", "page_done", "next_page_sequence")
+    __slots__ = ("writer_id", "event", "page_sequence", "page_done", "next_page_sequence")
     class NextPageSequenceEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -109,13 +109,19 @@ class WalRecord(_message.Message):
         value: int
         def __init__(self, key: _Optional[str] = ..., value: _Optional[int] = ...) -> None: ...
     WRITER_ID_FIELD_NUMBER: _ClassVar[int]
-    PAGE_SEQUENCE_FIELD_NUMBER: _ClassVar[int]
     EVENT_FIELD_NUMBER: _ClassVar[int]
+    PAGE_SEQUENCE_FIELD_NUMBER: _ClassVar[int]
     PAGE_DONE_FIELD_NUMBER: _ClassVar[int]
     NEXT_PAGE_SEQUENCE_FIELD_NUMBER: _ClassVar[int]
     writer_id: str
-    page_sequence: int
     event: Event
+    page_sequence: int
     page_done: bool
     next_page_sequence: _containers.ScalarMap[str, int]
-    def __init__(self, writer_id: _Optional[str] = ..., page_sequence: _Optional[int] = ..., event: _Optional[_Union[Event, _Mapping]] = ..., page_done: _Optional[bool] = ..., next_page_sequence: _Optional[_Mapping[str, int]] = ...) -> None: ...
+    def __init__(self, writer_id: _Optional[str] = ..., event: _Optional[_Union[Event, _Mapping]] = ..., page_sequence: _Optional[int] = ..., page_done: _Optional[bool] = ..., next_page_sequence: _Optional[_Mapping[str, int]] = ...) -> None: ...
+
+class WalBatch(_message.Message):
+    __slots__ = ("records",)
+    RECORDS_FIELD_NUMBER: _ClassVar[int]
+    records: _containers.RepeatedCompositeFieldContainer[WalRecord]
+    def __init__(self, records: _Optional[_Iterable[_Union[WalRecord, _Mapping]]] = ...) -> None: ...
