@@ -18,6 +18,7 @@ from ripple.cli.key import key
 from ripple.cli.metabase import metabase_group
 from ripple.cli.pipeline import pipeline
 from ripple.cli.serve import serve
+from ripple.cli.snapshot import snapshot
 from ripple.cli.subscription import subscription
 from ripple.cli.up import up
 from ripple.cli.user import user
@@ -63,6 +64,7 @@ for command in (
     user,
     key,
     data,
+    snapshot,
 ):
     cli.add_command(command)
 

@@ -1,0 +1,153 @@
+"""A client of the snapshotter's gRPC service (`ripple.snapshotter.grpc_server`).
+
+`SnapshotterClient.publish` sends one event and returns once the snapshotter has it in its
+write-ahead log. `SnapshotterClient.session()` opens a `PublishStream`: each
+`ClientSession.publish` goes out on the stream at once (gRPC sends it from its own thread),
+and `close()` ends the stream — the session's disconnect — returning once the snapshotter
+has stored the pages of every writer the session published to. Every gRPC failure is a
+`SnapshotterClientError` whose message is one line: the status code's name, then what the
+server (or gRPC) said.
+"""
+
+from __future__ import annotations
+
+import queue
+from collections.abc import Iterator, Mapping
+from typing import Any
+
+import grpc  # type: ignore[import-untyped]
+
+from ripple.snapshotter.grpc_server import SERVICE
+from ripple.snapshotter.proto import PublishRequest, PublishResponse, PublishStreamResponse
+from ripple.snapshotter.service import Flushed, Published
+
+__all__ = ["ClientSession", "SnapshotterClient", "SnapshotterClientError"]
+
+
+class SnapshotterClientError(Exception):
+    """A call failed; `code` is the gRPC status code's name (e.g. "UNAVAILABLE")."""
+
+    def __init__(self, code: str, details: str) -> None:
+        lines = details.strip().splitlines()
+        self.code = code
+        self.details = lines[0] if lines else ""
+        super().__init__(f"{code}: {self.details}" if self.details else code)
+
+
+def _error(e: Any) -> SnapshotterClientError:
+    """A `grpc.RpcError` (which is also a `grpc.Call`) as a `SnapshotterClientError`."""
+    code = e.code() if hasattr(e, "code") else None
+    details = e.details() if hasattr(e, "details") else None
+    return SnapshotterClientError(
+        code.name if code is not None else "UNKNOWN", details or str(e) or type(e).__name__
+    )
+
+
+class SnapshotterClient:
+    """A channel to the snapshotter at `address` (HOST:PORT); `close()` or `with` ends it.
+
+    `timeout` (seconds) bounds each `publish`; `None` waits as long as it takes."""
+
+    def __init__(self, address: str, timeout: float | None = 30.0) -> None:
+        self.address = address
+        self.timeout = timeout
+        self._channel = grpc.insecure_channel(address)
+        self._publish = self._channel.unary_unary(
+            f"/{SERVICE}/Publish",
+            request_serializer=PublishRequest.SerializeToString,
+            response_deserializer=PublishResponse.FromString,
+        )
+        self._publish_stream = self._channel.stream_unary(
+            f"/{SERVICE}/PublishStream",
+            request_serializer=PublishRequest.SerializeToString,
+            response_deserializer=PublishStreamResponse.FromString,
+        )
+
+    def publish(
+        self, topic: str, payload: bytes, attributes: Mapping[str, str] | None = None
+    ) -> Published:
+        """Publish one event to writer `topic`; returns once it is in the write-ahead log."""
+        request = PublishRequest(topic=topic, payload=payload, attributes=attributes)
+        try:
+            response = self._publish(request, timeout=self.timeout)
+        except grpc.RpcError as e:
+            raise _error(e) from None
+        return Published(response.message_id, response.sequence)
+
+    def session(self) -> ClientSession:
+        """A `PublishStream` session, open until `close()` (or the end of the `with`)."""
+        return ClientSession(self._publish_stream)
+
+    def close(self) -> None:
+        self._channel.close()
+
+    def __enter__(self) -> SnapshotterClient:
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self.close()
+
+
+_END = object()
+
+
+class ClientSession:
+    """One `PublishStream`. `publish` queues an event that gRPC sends right away; `close`
+    ends the stream and waits for the snapshotter's flush; `cancel` abandons it (the
+    snapshotter still flushes what it received). Leaving a `with` by an exception cancels."""
+
+    def __init__(self, stream_unary: Any) -> None:
+        self._queue: queue.Queue[object] = queue.Queue()
+        self._future = stream_unary.future(self._requests())
+        self._closed = False
+        self.event_count: int | None = None  # the server's count, once closed
+
+    def _requests(self) -> Iterator[PublishRequest]:
+        while (item := self._queue.get()) is not _END:
+            assert isinstance(item, PublishRequest)
+            yield item
+
+    def publish(
+        self, topic: str, payload: bytes, attributes: Mapping[str, str] | None = None
+    ) -> None:
+        """Send one event on the stream. Events are acknowledged together by `close()`; if
+        the stream already failed, `SnapshotterClientError` says why."""
+        if self._closed:
+            raise SnapshotterClientError("FAILED_PRECONDITION", "the session is closed")
+        if self._future.done():  # the server ended the stream early (e.g. a bad request)
+            self.close()  # raises what it said
+            raise SnapshotterClientError("FAILED_PRECONDITION", "the server ended the stream")
+        self._queue.put(PublishRequest(topic=topic, payload=payload, attributes=attributes))
+
+    def close(self, timeout: float | None = None) -> Flushed:
+        """End the stream; returns once the snapshotter has stored the session's pages."""
+        if not self._closed:
+            self._closed = True
+            self._queue.put(_END)
+        try:
+            response = self._future.result(timeout=timeout)
+        except grpc.RpcError as e:
+            raise _error(e) from None
+        except grpc.FutureCancelledError:
+            raise SnapshotterClientError("CANCELLED", "the session was cancelled") from None
+        except grpc.FutureTimeoutError:
+            raise SnapshotterClientError(
+                "DEADLINE_EXCEEDED", f"no answer to the session's end within {timeout} s"
+            ) from None
+        self.event_count = response.event_count
+        return Flushed(list(response.writer_ids), response.pages_written)
+
+    def cancel(self) -> None:
+        """Abandon the stream at once; the snapshotter flushes whatever it received."""
+        self._closed = True
+        self._future.cancel()
+        self._queue.put(_END)  # let gRPC's request thread finish
+
+    def __enter__(self) -> ClientSession:
+        return self
+
+    def __exit__(self, exc_type: object, *_: object) -> None:
+        if exc_type is None:
+            self.close()
+        else:
+            self.cancel()
