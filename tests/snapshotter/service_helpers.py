@@ -68,7 +68,7 @@ def open_snapshotter(
     settings = replace(settings, **changes)
     storage = SwitchableStorage(FilesystemStorage(settings.pages_path))
     index = SwitchableIndex(SqliteIndex(settings.index_location))
-    return Snapshotter(settings, storage, index), storage, index  # type: ignore[arg-type]
+    return Snapshotter(settings, storage, index), storage, index
 
 
 def stored_pages(settings: SnapshotterSettings) -> list[EventPage]:

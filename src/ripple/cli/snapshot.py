@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import click
 
+from ripple.cli.snapshot_archive import commands as archive_commands
 from ripple.cli.snapshot_serve import serve
 
 __all__ = ["snapshot"]
@@ -27,3 +28,5 @@ def snapshot() -> None:
 
 
 snapshot.add_command(serve)
+for command in archive_commands:
+    snapshot.add_command(command)
