@@ -4,7 +4,6 @@ and bad requests or a closed snapshotter are the status codes the service promis
 
 from __future__ import annotations
 
-import dataclasses
 import socket
 from collections.abc import Iterator
 from typing import Any
@@ -16,7 +15,7 @@ from ripple.snapshotter.client import SnapshotterClient, SnapshotterClientError
 from ripple.snapshotter.grpc_server import SERVICE, GrpcServerError, serve_grpc
 from ripple.snapshotter.pages import decode
 from ripple.snapshotter.proto import EventPage, PublishRequest, PublishStreamResponse
-from ripple.snapshotter.service import Snapshotter
+from ripple.snapshotter.service import Published, Snapshotter
 from ripple.snapshotter.settings import SnapshotterSettings
 from tests.waiting import wait_for
 
@@ -260,6 +259,7 @@ def test_no_server_is_a_one_line_unavailable() -> None:
     assert "\n" not in str(failure.value)
 
 
-def test_published_is_the_service_dataclass(client: SnapshotterClient) -> None:
+def test_published_is_the_service_type(client: SnapshotterClient) -> None:
     published = client.publish("w", b"x")
-    assert dataclasses.asdict(published) == {"message_id": "0-0", "sequence": 0}
+    assert isinstance(published, Published)
+    assert published._asdict() == {"message_id": "0-0", "sequence": 0}

@@ -47,10 +47,12 @@ class Page:
 
     def add(self, event: bytes, timestamp: int) -> None:
         if not self.events:
+            self.start_time = self.end_time = timestamp
+        elif timestamp < self.start_time:
             self.start_time = timestamp
+        elif timestamp > self.end_time:
+            self.end_time = timestamp
         self.events.append(event)
-        self.start_time = min(self.start_time, timestamp)
-        self.end_time = max(self.end_time, timestamp)
         self.nbytes += len(event)
 
 
@@ -63,21 +65,29 @@ class Buffers:
         self.open: OrderedDict[str, Page] = OrderedDict()  # least recently used first
         self.total_bytes = 0
 
-    def page_for(self, writer_id: str, new_page: Callable[[], Page]) -> Page:
-        """The writer's open page (made by `new_page` if it has none), now most recently used."""
+    def page_for(self, writer_id: str, new_page: Callable[[str], Page]) -> Page:
+        """The writer's open page (`new_page(writer_id)` if it has none), now most recently
+        used."""
         page = self.open.get(writer_id)
         if page is None:
-            page = self.open[writer_id] = new_page()
+            page = self.open[writer_id] = new_page(writer_id)
             page.opened = self.clock()
         else:
             self.open.move_to_end(writer_id)
         return page
 
-    def added(self, page: Page, nbytes: int) -> list[Page]:
-        """Account for an event just added to `page`; the pages that must be sealed now."""
-        self.total_bytes += nbytes
-        sealed = []
+    def add(self, page: Page, event: bytes, timestamp: int) -> list[Page] | None:
+        """Add an event to `page` (from `page_for`); the pages that must be sealed now, if any."""
+        page.add(event, timestamp)
+        self.total_bytes += len(event)
         limits = self.limits
+        if (
+            len(page.events) < limits.max_events
+            and page.nbytes < limits.max_size_bytes
+            and self.total_bytes <= limits.max_buffered_bytes
+        ):
+            return None
+        sealed = []
         if len(page.events) >= limits.max_events:
             sealed.append(self._seal(page.writer_id, "events"))
         elif page.nbytes >= limits.max_size_bytes:

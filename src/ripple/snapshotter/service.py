@@ -15,7 +15,6 @@ stored, with retries, as the RFC's disconnect does.
 from __future__ import annotations
 
 import contextlib
-import functools
 import logging
 import threading
 import time
@@ -38,8 +37,6 @@ __all__ = ["Flushed", "Publish", "Published", "Session", "Snapshotter"]
 
 log = logging.getLogger(__name__)
 
-_APPEND_EVERY = 128  # events of a long batch handed to the log at a time
-
 
 class Publish(NamedTuple):
     """One event to publish. `event_id` defaults to the message id; `timestamp` (Unix ms)
@@ -52,10 +49,24 @@ class Publish(NamedTuple):
     timestamp: int | None = None
 
 
-@dataclass(frozen=True)
-class Published:
+class Published(NamedTuple):
     message_id: str  # "<page sequence>-<sequence>", unique per writer
     sequence: int  # position in its page
+
+
+def _serialized_event(
+    event_id: str,
+    timestamp: int,
+    payload: bytes,
+    attributes: Mapping[str, str] | None,
+    sequence: int,
+) -> bytes:
+    event = Event(event_id=event_id, timestamp=timestamp, payload=payload, sequence=sequence)
+    if attributes:
+        target = event.attributes
+        for key, value in attributes.items():
+            target[key] = value
+    return event.SerializeToString()
 
 
 @dataclass(frozen=True)
@@ -168,28 +179,21 @@ class Snapshotter:
             if self._closed:
                 raise RuntimeError(f"snapshotter {self.name} is closed")
             sealed: list[Page] = []
+            buffers, new_page, serialize = self._buffers, self._new_page, _serialized_event
             for writer, payload, attributes, event_id, timestamp in batch:
-                page = self._buffers.page_for(writer, functools.partial(self._new_page, writer))
+                page = buffers.page_for(writer, new_page)
                 sequence = len(page.events)
                 message_id = f"{page.page_sequence}-{sequence}"
                 when = now if timestamp is None else timestamp
-                event = Event(
-                    event_id=event_id or message_id,
-                    timestamp=when,
-                    payload=payload,
-                    attributes=attributes,
-                    sequence=sequence,
-                ).SerializeToString()
+                event = serialize(event_id or message_id, when, payload, attributes, sequence)
                 framed = b"\x12" + varint(len(event)) + event  # as in its page and its record
-                page.add(framed, when)
                 prefix = page.record_prefix
                 records.append(b"\x0a" + varint(len(prefix) + len(framed)) + prefix + framed)
-                sealed.extend(self._buffers.added(page, len(framed)))
+                full = buffers.add(page, framed, when)
+                if full:
+                    sealed.extend(full)
                 results.append(Published(message_id, sequence))
-                if len(records) == _APPEND_EVERY:  # the log writes these while we go on
-                    self.wal.append(records)
-                    records = []
-            ticket = self.wal.append(records) if records else self.wal.appended
+            ticket = self.wal.append(records)
             for page in sealed:
                 self._submit(page)
         self.wal.wait(ticket)
