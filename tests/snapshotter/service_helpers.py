@@ -58,6 +58,11 @@ class SwitchableIndex(Switchable):
         self._check("publish")
         self.inner.publish(entry)
 
+    def last_sequence(self, writer_id: str) -> int:
+        self._check("last_sequence")
+        result: int = self.inner.last_sequence(writer_id)
+        return result
+
     def __getattr__(self, name: str) -> Any:
         return getattr(self.inner, name)
 

@@ -5,6 +5,7 @@ repeat. Crash recovery (SIGKILL) is in test_crash.py."""
 from __future__ import annotations
 
 import threading
+from pathlib import Path
 
 import orjson
 import pytest
@@ -248,3 +249,91 @@ def test_an_empty_writer_id_is_refused(snapshot_settings: SnapshotterSettings) -
     snap, _, _ = open_snapshotter(snapshot_settings)
     with snap, pytest.raises(ValueError, match="writer id"):
         snap.publish("", b"x")
+
+
+def test_a_bad_event_in_a_batch_changes_nothing(snapshot_settings: SnapshotterSettings) -> None:
+    snap, _, _ = open_snapshotter(snapshot_settings, max_events=2, max_age_seconds=3600.0)
+    with snap:
+        snap.publish("a", b"first")
+        bad_batches = {
+            "payload must be bytes": [Publish("a", b"x"), Publish("a", "text")],  # type: ignore[arg-type]
+            "timestamp must be Unix milliseconds": [Publish("a", b"x", None, None, -(10**15))],
+            "attributes must map strings": [Publish("a", b"x", {"n": 1})],  # type: ignore[dict-item]
+            "writer id": [Publish("", b"x")],
+        }
+        for message, batch in bad_batches.items():
+            with pytest.raises(ValueError, match=message):
+                snap.publish_many(batch)
+        assert snap.buffers_health()["total_buffered_events"] == 1
+        assert stored_pages(snapshot_settings) == []
+        snap.publish("a", b"second")  # the page of two is sealed and written as ever
+        wait_for(lambda: stored_pages(snapshot_settings), "the page")
+    assert [e.payload for p in stored_pages(snapshot_settings) for e in p.events] == [
+        b"first",
+        b"second",
+    ]
+
+
+def test_a_page_neither_stored_nor_dead_lettered_stays_in_the_log(
+    snapshot_settings: SnapshotterSettings, tmp_path: Path
+) -> None:
+    blocked = tmp_path / "not-a-directory"
+    blocked.write_text("a file where the dead letters would go")
+    snap, storage, _ = open_snapshotter(
+        snapshot_settings,
+        max_retries=0,
+        wal_segment_bytes=300,  # segments rotate, so stored pages could release its events
+        dead_letter_dir=blocked,
+        max_events=2,
+        max_age_seconds=3600.0,
+    )
+    storage.down.set()
+    with snap:
+        snap.publish_many([Publish("a", b"kept-1"), Publish("a", b"kept-2")])
+        wait_for(lambda: storage.refused == 1, "the failed write")
+        storage.down.clear()
+        for i in range(10):  # later pages are stored and release what they can
+            snap.publish_many([Publish("b", b"%d" % i), Publish("b", b"%d" % i)])
+        snap.flush()
+    assert [p.metadata.writer_id for p in stored_pages(snapshot_settings)].count("a") == 0
+    again, _, _ = open_snapshotter(snapshot_settings)  # the next start writes it
+    again.close()
+    (page,) = [p for p in stored_pages(snapshot_settings) if p.metadata.writer_id == "a"]
+    assert [e.payload for e in page.events] == [b"kept-1", b"kept-2"]
+
+
+def test_close_does_not_try_every_queued_page_once_storage_is_down(
+    snapshot_settings: SnapshotterSettings,
+) -> None:
+    snap, storage, _ = open_snapshotter(
+        snapshot_settings, page_writers=1, max_retries=1000, retry_base_seconds=0.05, **QUIET
+    )
+    storage.down.set()
+    snap.publish_many([Publish(f"w{i}", b"x") for i in range(20)])
+    snap.close(timeout=0.2)
+    tried_after_close = storage.refused
+    assert tried_after_close < 20  # the queued pages were left to the log, not attempted
+    again, _, _ = open_snapshotter(snapshot_settings, **QUIET)
+    again.close()
+    assert sorted(p.metadata.writer_id for p in stored_pages(snapshot_settings)) == sorted(
+        f"w{i}" for i in range(20)
+    )
+
+
+def test_a_wiped_log_with_the_index_down_still_repeats_no_sequence(
+    snapshot_settings: SnapshotterSettings,
+) -> None:
+    snap, _, _ = open_snapshotter(snapshot_settings, **QUIET)
+    snap.publish("w", b"x")
+    snap.close()
+    for path in snapshot_settings.wal_path.iterdir():
+        path.unlink()
+    snap, _, index = open_snapshotter(snapshot_settings, **QUIET)
+    index.down.set()
+    snap.publish("w", b"y")
+    index.down.clear()
+    snap.close()
+    sequences = [p.metadata.page_sequence for p in stored_pages(snapshot_settings)]
+    assert sequences[0] == 0
+    assert sequences[1] > 1_700_000_000_000  # numbered from the time: above any count
+    assert len(index.inner.query("w")) == 2

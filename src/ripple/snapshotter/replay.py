@@ -4,9 +4,10 @@
 timestamp is in `[since, until]` (Unix milliseconds, both ends included; None leaves that
 end open). The order is the archive's: pages as the index orders them, by
 (start_time, page_sequence), then each page's events by sequence, which is publish order.
-Events are not merged across pages by timestamp: a writer that publishes with its own,
-non-monotonic timestamps gets them back in publish order, not sorted. Nothing is
-de-duplicated by event id.
+Events are not merged across pages by timestamp: when timestamps go backwards across pages
+(a writer's own clock; the snapshot target's `eventTime` of an event delivered late), a
+later page whose first event is older replays before the pages published ahead of it, and
+within a page events stay in publish order, unsorted. Nothing is de-duplicated by event id.
 
 A page the index lists may be gone from storage when it is fetched: compaction
 (`ripple.snapshotter.compact`) replaced it with a merged page and deleted it after its grace

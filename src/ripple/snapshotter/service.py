@@ -30,7 +30,7 @@ from ripple.snapshotter.pages import unframe, varint
 from ripple.snapshotter.proto import Event
 from ripple.snapshotter.settings import SnapshotterSettings
 from ripple.snapshotter.storage import Storage
-from ripple.snapshotter.wal import WriteAheadLog, done_record, record_prefix
+from ripple.snapshotter.wal import WalError, WriteAheadLog, done_record, record_prefix
 from ripple.snapshotter.writer import PageWriter, Stopped
 
 __all__ = ["Flushed", "Publish", "Published", "Session", "Snapshotter"]
@@ -52,6 +52,33 @@ class Publish(NamedTuple):
 class Published(NamedTuple):
     message_id: str  # "<page sequence>-<sequence>", unique per writer
     sequence: int  # position in its page
+
+
+MAX_TIMESTAMP = 253_402_300_799_999  # 9999-12-31T23:59:59.999Z: what page keys can render
+
+
+def _check(position: int, event: Publish) -> None:
+    """`ValueError` naming the event and field that is not what `Publish` says."""
+    writer, payload, attributes, event_id, timestamp = event
+    where = f"event {position} of the batch"
+    if not isinstance(writer, str) or not writer:
+        raise ValueError(f"{where}: a writer id (the publish topic) must be a non-empty string")
+    if not isinstance(payload, bytes):
+        raise ValueError(f"{where}: the payload must be bytes, not {type(payload).__name__}")
+    if attributes is not None and not (
+        isinstance(attributes, Mapping)
+        and all(isinstance(k, str) and isinstance(v, str) for k, v in attributes.items())
+    ):
+        raise ValueError(f"{where}: attributes must map strings to strings")
+    if event_id is not None and not isinstance(event_id, str):
+        raise ValueError(f"{where}: the event id must be a string")
+    if timestamp is not None and (
+        not isinstance(timestamp, int) or not 0 <= timestamp <= MAX_TIMESTAMP
+    ):
+        raise ValueError(
+            f"{where}: the timestamp must be Unix milliseconds from 0 to {MAX_TIMESTAMP}, "
+            f"got {timestamp!r}"
+        )
 
 
 def _serialized_event(
@@ -95,6 +122,7 @@ class Snapshotter:
         self._next_sequence: dict[str, int] = {}
         self._floor: dict[str, int] = {}  # the index's last sequence of writers new here
         self._inflight: dict[int, Page] = {}  # sealed pages not done, by id()
+        self._failed: dict[int, Page] = {}  # pages whose write failed: kept for the next start
         self._stopping = threading.Event()
         self._closed = False
         self.writer = PageWriter(settings, storage, index, self._stopping)
@@ -107,6 +135,7 @@ class Snapshotter:
         )
         recovered = self.wal.recover()
         self._next_sequence.update(recovered.next_page_sequence)
+        self._log_was_empty = not recovered.next_page_sequence  # new, or wiped
         self._pool = ThreadPoolExecutor(settings.page_writers, f"snapshotter-{label}-page")
         self.wal.start()
         with self._lock:
@@ -167,9 +196,9 @@ class Snapshotter:
     def publish_many(self, events: Iterable[Publish]) -> list[Published]:
         """Publish events in order, with one wait for the log; returns once all are in it."""
         batch = list(events)
+        for position, event in enumerate(batch):  # nothing changes unless all are good
+            _check(position, event)
         for writer in {e.writer_id for e in batch}:
-            if not writer:
-                raise ValueError("a writer id (the publish topic) must not be empty")
             if writer not in self._next_sequence and writer not in self._floor:
                 self._floor[writer] = self._index_floor(writer)
         now = time.time_ns() // 1_000_000
@@ -179,36 +208,57 @@ class Snapshotter:
             if self._closed:
                 raise RuntimeError(f"snapshotter {self.name} is closed")
             sealed: list[Page] = []
-            buffers, new_page, serialize = self._buffers, self._new_page, _serialized_event
-            for writer, payload, attributes, event_id, timestamp in batch:
-                page = buffers.page_for(writer, new_page)
-                sequence = len(page.events)
-                message_id = f"{page.page_sequence}-{sequence}"
-                when = now if timestamp is None else timestamp
-                event = serialize(event_id or message_id, when, payload, attributes, sequence)
-                framed = b"\x12" + varint(len(event)) + event  # as in its page and its record
-                prefix = page.record_prefix
-                records.append(b"\x0a" + varint(len(prefix) + len(framed)) + prefix + framed)
-                full = buffers.add(page, framed, when)
-                if full:
-                    sealed.extend(full)
-                results.append(Published(message_id, sequence))
-            ticket = self.wal.append(records)
-            for page in sealed:
-                self._submit(page)
+            try:
+                ticket = self._buffer(batch, now, records, results, sealed)
+            finally:  # pages sealed by this batch are written whatever happened after
+                for page in sealed:
+                    self._submit(page)
         self.wal.wait(ticket)
         metrics.EVENTS_PUBLISHED.labels(self.name).inc(len(batch))
         return results
 
+    def _buffer(
+        self,
+        batch: list[Publish],
+        now: int,
+        records: list[bytes],
+        results: list[Published],
+        sealed: list[Page],
+    ) -> int:
+        """Add the batch to the buffers and the log (the lock is held); the log's ticket."""
+        buffers, new_page, serialize = self._buffers, self._new_page, _serialized_event
+        for writer, payload, attributes, event_id, timestamp in batch:
+            page = buffers.page_for(writer, new_page)
+            sequence = len(page.events)
+            message_id = f"{page.page_sequence}-{sequence}"
+            when = now if timestamp is None else timestamp
+            event = serialize(event_id or message_id, when, payload, attributes, sequence)
+            framed = b"\x12" + varint(len(event)) + event  # as in its page and its record
+            prefix = page.record_prefix
+            records.append(b"\x0a" + varint(len(prefix) + len(framed)) + prefix + framed)
+            full = buffers.add(page, framed, when)
+            if full:
+                sealed.extend(full)
+            results.append(Published(message_id, sequence))
+        return self.wal.append(records)
+
     def _index_floor(self, writer: str) -> int:
-        """The writer's last page sequence in the index, so a wiped log repeats none."""
+        """The last page sequence the writer may have used before: none if the log knows
+        every writer (it checkpoints them all), else the index's last one, so a wiped log
+        repeats none. With the index unreachable then, the time in milliseconds: larger
+        than any sequence a writer reaches by counting pages."""
+        if not self._log_was_empty:
+            return -1
         try:
             return self.index.last_sequence(writer)
         except IndexError_ as e:
+            floor = time.time_ns() // 1_000_000
             log.warning(
-                "snapshotter %s: index unavailable for %r's last page: %s", self.name, writer, e
-            )
-            return -1
+                "snapshotter %s: index unavailable for %r's last page (%s); its pages are "
+                "numbered from %d so none repeats",
+                self.name, writer, e, floor + 1,
+            )  # fmt: skip
+            return floor
 
     def _new_page(self, writer: str) -> Page:
         sequence = max(self._next_sequence.get(writer, 0), self._floor.pop(writer, -1) + 1)
@@ -238,23 +288,31 @@ class Snapshotter:
             return  # still in the log: written at the next start
         except Exception:
             log.exception(
-                "snapshotter %s: page %d of %r failed",
+                "snapshotter %s: page %d of %r failed; its events stay in the write-ahead log "
+                "and are written at the next start",
                 self.name,
                 page.page_sequence,
                 page.writer_id,
             )
+            with self._lock:  # still pins its log segments: not in _inflight, but _failed
+                self._failed[id(page)] = self._inflight.pop(id(page), page)
+            page.done.set()
+            return
+        try:  # the done record must be on disk before any segment with its events goes
+            self.wal.wait(self.wal.append([done_record(page.writer_id, page.page_sequence)]))
+        except WalError:  # the log has said so; keep every segment
             with self._lock:
                 self._inflight.pop(id(page), None)
-            page.done.set()  # not marked done in the log: written again at the next start
+            page.done.set()
             return
-        with contextlib.suppress(Exception):  # a log that fails has already said so
-            self.wal.append([done_record(page.writer_id, page.page_sequence)])
         with self._lock:
             self._inflight.pop(id(page), None)
-            low = min(
-                (p.first_ticket for p in (*self._inflight.values(), *self._buffers.open.values())),
-                default=self.wal.appended + 1,
+            pinned = (
+                *self._inflight.values(),
+                *self._failed.values(),
+                *self._buffers.open.values(),
             )
+            low = min((p.first_ticket for p in pinned), default=self.wal.appended + 1)
         page.done.set()
         self.wal.release(low)
 
@@ -316,7 +374,7 @@ class Snapshotter:
             page.done.wait(max(0.0, deadline - time.monotonic()))
         self._stopping.set()
         self._ticker.join()
-        self._pool.shutdown(wait=True)
+        self._pool.shutdown(wait=True, cancel_futures=True)  # queued pages stay in the log
         self.writer.retry_index()
         self.wal.close()
         for page in pages:

@@ -134,6 +134,8 @@ class PageWriter:
         }
         attempt = 0
         while True:
+            if self.stopping.is_set():
+                raise Stopped(key)
             put_started = time.perf_counter()
             try:
                 self.storage.put(key, data, content_type, user_metadata)
