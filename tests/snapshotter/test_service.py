@@ -256,9 +256,9 @@ def test_a_bad_event_in_a_batch_changes_nothing(snapshot_settings: SnapshotterSe
     with snap:
         snap.publish("a", b"first")
         bad_batches = {
-            "payload must be bytes": [Publish("a", b"x"), Publish("a", "text")],  # type: ignore[arg-type]
+            "event 1 of the batch: bad payload": [Publish("a", b"x"), Publish("a", "text")],  # type: ignore[arg-type]
             "timestamp must be Unix milliseconds": [Publish("a", b"x", None, None, -(10**15))],
-            "attributes must map strings": [Publish("a", b"x", {"n": 1})],  # type: ignore[dict-item]
+            "event 0 of the batch: bad attributes": [Publish("a", b"x", {"n": 1})],  # type: ignore[dict-item]
             "writer id": [Publish("", b"x")],
         }
         for message, batch in bad_batches.items():

@@ -57,43 +57,34 @@ class Published(NamedTuple):
 MAX_TIMESTAMP = 253_402_300_799_999  # 9999-12-31T23:59:59.999Z: what page keys can render
 
 
-def _check(position: int, event: Publish) -> None:
-    """`ValueError` naming the event and field that is not what `Publish` says."""
+def _event_body(position: int, event: Publish, now: int) -> tuple[bytes, int]:
+    """The event serialized without its id and sequence (fields 1 and 5, which depend on
+    its page and are appended under the lock), and its timestamp; `ValueError` naming the
+    event and the field that is not what `Publish` says."""
     writer, payload, attributes, event_id, timestamp = event
-    where = f"event {position} of the batch"
-    if not isinstance(writer, str) or not writer:
-        raise ValueError(f"{where}: a writer id (the publish topic) must be a non-empty string")
-    if not isinstance(payload, bytes):
-        raise ValueError(f"{where}: the payload must be bytes, not {type(payload).__name__}")
-    if attributes is not None and not (
-        isinstance(attributes, Mapping)
-        and all(isinstance(k, str) and isinstance(v, str) for k, v in attributes.items())
-    ):
-        raise ValueError(f"{where}: attributes must map strings to strings")
-    if event_id is not None and not isinstance(event_id, str):
-        raise ValueError(f"{where}: the event id must be a string")
-    if timestamp is not None and (
-        not isinstance(timestamp, int) or not 0 <= timestamp <= MAX_TIMESTAMP
-    ):
-        raise ValueError(
-            f"{where}: the timestamp must be Unix milliseconds from 0 to {MAX_TIMESTAMP}, "
-            f"got {timestamp!r}"
+    when = now if timestamp is None else timestamp
+    problem = None
+    if type(writer) is not str or not writer:
+        problem = "a writer id (the publish topic) must be a non-empty string"
+    elif event_id is not None and type(event_id) is not str:
+        problem = "the event id must be a string"
+    elif type(when) is not int or not 0 <= when <= MAX_TIMESTAMP:
+        problem = (
+            f"the timestamp must be Unix milliseconds from 0 to {MAX_TIMESTAMP}, got {timestamp!r}"
         )
-
-
-def _serialized_event(
-    event_id: str,
-    timestamp: int,
-    payload: bytes,
-    attributes: Mapping[str, str] | None,
-    sequence: int,
-) -> bytes:
-    event = Event(event_id=event_id, timestamp=timestamp, payload=payload, sequence=sequence)
-    if attributes:
-        target = event.attributes
-        for key, value in attributes.items():
-            target[key] = value
-    return event.SerializeToString()
+    else:
+        try:
+            body = Event(timestamp=when, payload=payload)
+            if attributes:
+                target = body.attributes
+                for key, value in attributes.items():
+                    target[key] = value
+        except (TypeError, ValueError, AttributeError) as e:
+            bad = "payload" if type(payload) is not bytes else "attributes"
+            problem = f"bad {bad}: {e}"
+    if problem is not None:
+        raise ValueError(f"event {position} of the batch: {problem}")
+    return body.SerializeToString(), when
 
 
 @dataclass(frozen=True)
@@ -196,12 +187,12 @@ class Snapshotter:
     def publish_many(self, events: Iterable[Publish]) -> list[Published]:
         """Publish events in order, with one wait for the log; returns once all are in it."""
         batch = list(events)
-        for position, event in enumerate(batch):  # nothing changes unless all are good
-            _check(position, event)
+        now = time.time_ns() // 1_000_000
+        # serialized before anything changes, so a bad event changes nothing
+        bodies = [_event_body(position, event, now) for position, event in enumerate(batch)]
         for writer in {e.writer_id for e in batch}:
             if writer not in self._next_sequence and writer not in self._floor:
                 self._floor[writer] = self._index_floor(writer)
-        now = time.time_ns() // 1_000_000
         results: list[Published] = []
         records: list[bytes] = []
         with self._lock:
@@ -209,7 +200,7 @@ class Snapshotter:
                 raise RuntimeError(f"snapshotter {self.name} is closed")
             sealed: list[Page] = []
             try:
-                ticket = self._buffer(batch, now, records, results, sealed)
+                ticket = self._buffer(batch, bodies, records, results, sealed)
             finally:  # pages sealed by this batch are written whatever happened after
                 for page in sealed:
                     self._submit(page)
@@ -220,22 +211,25 @@ class Snapshotter:
     def _buffer(
         self,
         batch: list[Publish],
-        now: int,
+        bodies: list[tuple[bytes, int]],
         records: list[bytes],
         results: list[Published],
         sealed: list[Page],
     ) -> int:
         """Add the batch to the buffers and the log (the lock is held); the log's ticket."""
-        buffers, new_page, serialize = self._buffers, self._new_page, _serialized_event
-        for writer, payload, attributes, event_id, timestamp in batch:
+        buffers, new_page = self._buffers, self._new_page
+        for (writer, _, _, event_id, _), (body, when) in zip(batch, bodies, strict=True):
             page = buffers.page_for(writer, new_page)
             sequence = len(page.events)
             message_id = f"{page.page_sequence}-{sequence}"
-            when = now if timestamp is None else timestamp
-            event = serialize(event_id or message_id, when, payload, attributes, sequence)
-            framed = b"\x12" + varint(len(event)) + event  # as in its page and its record
+            identity = (event_id or message_id).encode()
+            # protobuf fields may come in any order: id (1) and sequence (5) after the rest
+            tail = b"\x0a" + varint(len(identity)) + identity + b"\x28" + varint(sequence)
+            size = len(body) + len(tail)
+            framed = b"".join((b"\x12", varint(size), body, tail))  # as in its page and record
             prefix = page.record_prefix
-            records.append(b"\x0a" + varint(len(prefix) + len(framed)) + prefix + framed)
+            records.append(b"\x0a" + varint(len(prefix) + len(framed)) + prefix)
+            records.append(framed)  # the log writes the parts as they are
             full = buffers.add(page, framed, when)
             if full:
                 sealed.extend(full)
@@ -298,8 +292,8 @@ class Snapshotter:
                 self._failed[id(page)] = self._inflight.pop(id(page), page)
             page.done.set()
             return
-        try:  # the done record must be on disk before any segment with its events goes
-            self.wal.wait(self.wal.append([done_record(page.writer_id, page.page_sequence)]))
+        try:
+            done = self.wal.append([done_record(page.writer_id, page.page_sequence)])
         except WalError:  # the log has said so; keep every segment
             with self._lock:
                 self._inflight.pop(id(page), None)
@@ -314,7 +308,8 @@ class Snapshotter:
             )
             low = min((p.first_ticket for p in pinned), default=self.wal.appended + 1)
         page.done.set()
-        self.wal.release(low)
+        # the done record must be on disk before any segment with the page's events goes
+        self.wal.release(low, once_synced=done)
 
     def _wait(self, pages: list[Page]) -> int:
         for page in pages:

@@ -117,6 +117,7 @@ class WriteAheadLog:
         self._closing = False
         self._error: str | None = None
         self._segments: list[list[int]] = []  # [number, last ticket], oldest first
+        self._releases: list[tuple[int, int]] = []  # (once synced, low water) to apply
         self._fd = -1
         self._size = 0
         self._thread: threading.Thread | None = None
@@ -207,15 +208,20 @@ class WriteAheadLog:
             os.close(old)
 
     def append(self, entries: list[bytes]) -> int:
-        """Queue records (`batch_entry`s) for the next group, as one frame; the ticket to
-        `wait` for."""
-        framed = _frame(b"".join(entries))
+        """Queue records for the next group, as one frame; the ticket to `wait` for.
+        `entries` are `batch_entry`s, or the parts of them in order (not copied here: the
+        frame is written from them as they are)."""
+        length, crc = 0, 0
+        for part in entries:
+            length += len(part)
+            crc = zlib.crc32(part, crc)
+        framed = [_FRAME.pack(length, crc), *entries]
         with self._cond:
             if self._error is not None:
                 raise WalError(self._error)
             if self._closing:
                 raise WalError(f"write-ahead log {self.directory} is closed")
-            self._pending.append(framed)
+            self._pending.extend(framed)
             self._appended += 1
             self._cond.notify_all()
             return self._appended
@@ -242,15 +248,17 @@ class WriteAheadLog:
                 batch, self._pending = self._pending, []
                 upto = self._appended
             try:
-                data = b"".join(batch)
-                _write_all(self._fd, data)
+                self._size += _write_parts(self._fd, batch)
                 os.fsync(self._fd)
                 self._on_fsync()
-                self._size += len(data)
                 with self._cond:
                     self._synced = upto
                     self._segments[-1][1] = upto
                     self._cond.notify_all()
+                    due = [r for r in self._releases if r[0] <= upto]
+                    if due:
+                        self._releases = [r for r in self._releases if r[0] > upto]
+                        self._release(max(low for _, low in due))
                 if self._size >= self.segment_bytes:
                     self._rotate()
             except OSError as e:
@@ -261,16 +269,26 @@ class WriteAheadLog:
                     self._cond.notify_all()
                 return
 
-    def release(self, low_water: int) -> int:
+    def release(self, low_water: int, once_synced: int = 0) -> None:
         """Delete the segments (not the newest) whose every record's ticket is below
-        `low_water`: the oldest ticket of any page not done. The number deleted."""
+        `low_water`, the oldest ticket of any page not done, as soon as everything up to
+        ticket `once_synced` is fsynced: the done records that made them free must be on
+        disk before the events they cover go. Never waits."""
         with self._cond:
-            doomed = [s for s in self._segments[:-1] if s[1] < low_water]
-            self._segments = [s for s in self._segments if s not in doomed]
-            for number, _ in doomed:
-                with contextlib.suppress(FileNotFoundError):
-                    (self.directory / f"{number:08d}{_SUFFIX}").unlink()
-        return len(doomed)
+            if self._synced >= once_synced:
+                self._release(low_water)
+            else:
+                self._releases.append((once_synced, low_water))
+
+    def _release(self, low_water: int) -> None:
+        """`release` now (the condition's lock is held)."""
+        doomed = [s for s in self._segments[:-1] if s[1] < low_water]
+        if not doomed:
+            return
+        self._segments = [s for s in self._segments if s not in doomed]
+        for number, _ in doomed:
+            with contextlib.suppress(FileNotFoundError):
+                (self.directory / f"{number:08d}{_SUFFIX}").unlink()
 
     @property
     def segment_count(self) -> int:
@@ -287,6 +305,22 @@ class WriteAheadLog:
             os.close(self._fd)
             self._fd = -1
         self._lock.close()
+
+
+_IOV_MAX = min(os.sysconf("SC_IOV_MAX"), 1024)
+
+
+def _write_parts(fd: int, parts: list[bytes]) -> int:
+    """Write the parts in order without joining them (writev); the bytes written."""
+    total = 0
+    for start in range(0, len(parts), _IOV_MAX):
+        chunk = parts[start : start + _IOV_MAX]
+        size = sum(map(len, chunk))
+        written = os.writev(fd, chunk)
+        if written < size:  # a short write: finish the rest the plain way
+            _write_all(fd, b"".join(chunk)[written:])
+        total += size
+    return total
 
 
 def _write_all(fd: int, data: bytes) -> None:
