@@ -44,7 +44,8 @@ MAX_PAYLOAD_BYTES = 16 * 1024 * 1024  # one event's payload; larger is INVALID_A
 # servicer, gRPC itself answers RESOURCE_EXHAUSTED
 _ENVELOPE_BYTES = 1024 * 1024
 _MAX_BATCH = 500  # stream requests published with one log fsync at most
-_QUEUE_DEPTH = 2 * _MAX_BATCH  # stream requests read ahead of the publishing
+_QUEUE_DEPTH = 2 * _MAX_BATCH  # stream requests read ahead of the publishing…
+_READ_AHEAD_BYTES = 32 * 1024 * 1024  # …and their payloads' bytes at most (one may be more)
 
 
 class GrpcServerError(Exception):
@@ -93,8 +94,9 @@ class PublishService:
     ) -> PublishStreamResponse:
         feed: queue.Queue[PublishRequest | _End | _Broken] = queue.Queue(_QUEUE_DEPTH)
         done = threading.Event()  # set when this handler stops taking from `feed`
+        budget = _Budget(_READ_AHEAD_BYTES, done)
         reader = threading.Thread(
-            target=_read, args=(requests, feed, done), name="snapshotter-stream-reader"
+            target=_read, args=(requests, feed, done, budget), name="snapshotter-stream-reader"
         )
         reader.daemon = True
         reader.start()
@@ -105,8 +107,11 @@ class PublishService:
             ended = False
             while not ended:
                 batch: list[Publish] = []
+                batch_bytes = 0
                 item = feed.get()
                 while True:
+                    if isinstance(item, PublishRequest):
+                        budget.release(len(item.payload))
                     if not isinstance(item, PublishRequest):
                         ended = True
                         if isinstance(item, _Broken):
@@ -121,7 +126,8 @@ class PublishService:
                         ended = True
                         break
                     batch.append(Publish(item.topic, item.payload, dict(item.attributes)))
-                    if len(batch) >= _MAX_BATCH:
+                    batch_bytes += len(item.payload)
+                    if len(batch) >= _MAX_BATCH or batch_bytes >= _READ_AHEAD_BYTES:
                         break
                     try:
                         item = feed.get_nowait()
@@ -151,10 +157,36 @@ def _abort(context: Any, code: Any, details: str) -> NoReturn:
     raise AssertionError("unreachable: grpc's abort raises")
 
 
+class _Budget:
+    """Bytes a stream's reader may hold ahead of the publishing: `take` waits while they are
+    over `limit` (a single larger request is let through alone), or until `done`."""
+
+    def __init__(self, limit: int, done: threading.Event) -> None:
+        self.limit = limit
+        self.done = done
+        self.used = 0
+        self.cond = threading.Condition()
+
+    def take(self, n: int) -> bool:
+        with self.cond:
+            while self.used and self.used + n > self.limit:
+                if self.done.is_set():
+                    return False
+                self.cond.wait(0.1)
+            self.used += n
+            return True
+
+    def release(self, n: int) -> None:
+        with self.cond:
+            self.used -= n
+            self.cond.notify_all()
+
+
 def _read(
     requests: Iterator[PublishRequest],
     feed: queue.Queue[PublishRequest | _End | _Broken],
     done: threading.Event,
+    budget: _Budget,
 ) -> None:
     """Move a stream's requests to `feed`, then `_End` or `_Broken`, until `done`."""
 
@@ -169,7 +201,7 @@ def _read(
 
     try:
         for request in requests:
-            if not put(request):
+            if not budget.take(len(request.payload)) or not put(request):
                 return
     except Exception:  # grpc.RpcError when the client cancels
         put(_Broken())
