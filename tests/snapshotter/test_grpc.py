@@ -5,6 +5,7 @@ and bad requests or a closed snapshotter are the status codes the service promis
 from __future__ import annotations
 
 import socket
+import threading
 from collections.abc import Iterator
 from typing import Any
 
@@ -12,7 +13,7 @@ import grpc  # type: ignore[import-untyped]
 import pytest
 
 from ripple.snapshotter.client import SnapshotterClient, SnapshotterClientError
-from ripple.snapshotter.grpc_server import SERVICE, GrpcServerError, serve_grpc
+from ripple.snapshotter.grpc_server import SERVICE, GrpcServerError, _Budget, serve_grpc
 from ripple.snapshotter.pages import decode
 from ripple.snapshotter.proto import EventPage, PublishRequest, PublishStreamResponse
 from ripple.snapshotter.service import Published, Snapshotter
@@ -263,3 +264,24 @@ def test_published_is_the_service_type(client: SnapshotterClient) -> None:
     published = client.publish("w", b"x")
     assert isinstance(published, Published)
     assert published._asdict() == {"message_id": "0-0", "sequence": 0}
+
+
+def test_a_stream_reads_ahead_a_bounded_number_of_bytes() -> None:
+    done = threading.Event()
+    budget = _Budget(100, done)
+    assert budget.take(60)
+    taken: list[bool] = []
+    reader = threading.Thread(target=lambda: taken.append(budget.take(60)))
+    reader.start()
+    reader.join(0.2)
+    assert reader.is_alive()  # 120 bytes would be over the 100 allowed: it waits
+    budget.release(60)
+    reader.join(5)
+    assert taken == [True]
+    budget.release(60)
+    assert budget.take(1000)  # one larger request alone is let through
+    stuck = threading.Thread(target=lambda: taken.append(budget.take(1)))
+    stuck.start()
+    done.set()  # the handler stopped: the reader gives up instead of waiting forever
+    stuck.join(5)
+    assert taken == [True, False]
