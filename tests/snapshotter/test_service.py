@@ -12,7 +12,7 @@ import pytest
 from prometheus_client import REGISTRY
 
 from ripple.snapshotter.pages import decode
-from ripple.snapshotter.service import Flushed, Publish
+from ripple.snapshotter.service import Backlogged, Flushed, Publish
 from ripple.snapshotter.settings import SnapshotterSettings
 from ripple.snapshotter.wal import WalError
 from tests.snapshotter.service_helpers import open_snapshotter, pages_of, stored_pages
@@ -337,3 +337,31 @@ def test_a_wiped_log_with_the_index_down_still_repeats_no_sequence(
     assert sequences[0] == 0
     assert sequences[1] > 1_700_000_000_000  # numbered from the time: above any count
     assert len(index.inner.query("w")) == 2
+
+
+def test_publishing_is_refused_while_too_many_pages_wait_for_storage(
+    snapshot_settings: SnapshotterSettings,
+) -> None:
+    snap, storage, _ = open_snapshotter(
+        snapshot_settings,
+        max_events=1,
+        max_pending_bytes=2500,
+        max_retries=1000,
+        retry_base_seconds=0.01,
+        retry_max_seconds=0.02,
+        max_age_seconds=3600.0,
+    )
+    storage.down.set()
+    with snap:
+        for i in range(3):  # three pages of ~1 KiB wait: over 2,500 bytes
+            snap.publish("w", bytes([i]) * 1000)
+        assert snap.buffers_health()["pending_bytes"] > 2500
+        with pytest.raises(Backlogged, match=r"bytes of pages wait for storage \(filesystem\)"):
+            snap.publish("w", b"refused")
+        storage.down.clear()
+        wait_for(lambda: snap.buffers_health()["pending_bytes"] == 0, "storage to catch up")
+        snap.publish("w", b"accepted again")
+    payloads = [e.payload for p in stored_pages(snapshot_settings) for e in p.events]
+    assert b"refused" not in payloads
+    assert payloads[-1] == b"accepted again"
+    assert len(payloads) == 4

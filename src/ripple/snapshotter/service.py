@@ -33,9 +33,14 @@ from ripple.snapshotter.storage import Storage
 from ripple.snapshotter.wal import WalError, WriteAheadLog, done_record, record_prefix
 from ripple.snapshotter.writer import PageWriter, Stopped
 
-__all__ = ["Flushed", "Publish", "Published", "Session", "Snapshotter"]
+__all__ = ["Backlogged", "Flushed", "Publish", "Published", "Session", "Snapshotter"]
 
 log = logging.getLogger(__name__)
+
+
+class Backlogged(RuntimeError):
+    """Storage is so far behind that publishing is refused until it catches up: the pages
+    waiting for it would otherwise grow without bound in memory."""
 
 
 class Publish(NamedTuple):
@@ -114,6 +119,7 @@ class Snapshotter:
         self._floor: dict[str, int] = {}  # the index's last sequence of writers new here
         self._inflight: dict[int, Page] = {}  # sealed pages not done, by id()
         self._failed: dict[int, Page] = {}  # pages whose write failed: kept for the next start
+        self._pending_bytes = 0  # of the pages in _inflight: sealed, not yet stored
         self._stopping = threading.Event()
         self._closed = False
         self.writer = PageWriter(settings, storage, index, self._stopping)
@@ -198,6 +204,12 @@ class Snapshotter:
         with self._lock:
             if self._closed:
                 raise RuntimeError(f"snapshotter {self.name} is closed")
+            if self._pending_bytes > self.settings.max_pending_bytes:
+                raise Backlogged(
+                    f"snapshotter {self.name}: {self._pending_bytes} bytes of pages wait for "
+                    f"storage ({self.storage.backend}), over max-pending-bytes "
+                    f"{self.settings.max_pending_bytes}; try again once it is back"
+                )
             sealed: list[Page] = []
             try:
                 ticket = self._buffer(batch, bodies, records, results, sealed)
@@ -273,6 +285,7 @@ class Snapshotter:
     def _submit(self, page: Page) -> None:
         """Hand a sealed page to the page writers (the lock is held)."""
         self._inflight[id(page)] = page
+        self._pending_bytes += page.nbytes
         self._pool.submit(self._write, page)
 
     def _write(self, page: Page) -> None:
@@ -289,18 +302,18 @@ class Snapshotter:
                 page.writer_id,
             )
             with self._lock:  # still pins its log segments: not in _inflight, but _failed
-                self._failed[id(page)] = self._inflight.pop(id(page), page)
+                self._failed[id(page)] = self._unpend(page)
             page.done.set()
             return
         try:
             done = self.wal.append([done_record(page.writer_id, page.page_sequence)])
         except WalError:  # the log has said so; keep every segment
             with self._lock:
-                self._inflight.pop(id(page), None)
+                self._unpend(page)
             page.done.set()
             return
         with self._lock:
-            self._inflight.pop(id(page), None)
+            self._unpend(page)
             pinned = (
                 *self._inflight.values(),
                 *self._failed.values(),
@@ -310,6 +323,12 @@ class Snapshotter:
         page.done.set()
         # the done record must be on disk before any segment with the page's events goes
         self.wal.release(low, once_synced=done)
+
+    def _unpend(self, page: Page) -> Page:
+        """The page is no longer waiting for storage (the lock is held)."""
+        if self._inflight.pop(id(page), None) is not None:
+            self._pending_bytes -= page.nbytes
+        return page
 
     def _wait(self, pages: list[Page]) -> int:
         for page in pages:
@@ -389,7 +408,7 @@ class Snapshotter:
         gauges = self.buffer_gauges()
         limit = self.settings.max_age_seconds
         with self._lock:
-            pending = len(self._inflight)
+            pending, pending_bytes = len(self._inflight), self._pending_bytes
         return {
             "active_writers": len(gauges),
             "total_buffered_events": sum(g[2] for g in gauges),
@@ -397,6 +416,7 @@ class Snapshotter:
             "oldest_buffer_age_seconds": round(max((g[3] for g in gauges), default=0.0), 3),
             "writers_exceeding_age_limit": sum(g[3] > limit for g in gauges),
             "pages_pending": pending,
+            "pending_bytes": pending_bytes,
             "dead_letter_pages": self.writer.dead_letters,
             "wal_segments": self.wal.segment_count,
         }

@@ -13,6 +13,7 @@ log and dead letters under `<data-dir>/snapshots/<name>/`:
 | `max-size-bytes` | 10485760 | …or this many payload and attribute bytes… |
 | `max-age-seconds` | 300 | …or when its first event is this old |
 | `max-buffered-bytes` | 268435456 | all buffers; past it the least recently used flush |
+| `max-pending-bytes` | 1073741824 | pages not yet stored; past it publishing is refused |
 | `storage` | `filesystem` | `filesystem` or `s3` |
 | `path` | `<dir>/pages` | the filesystem storage's root |
 | `s3-endpoint` | none | e.g. `http://127.0.0.1:9000` (ripple's own gateway) |
@@ -62,6 +63,7 @@ class SnapshotterSettings:
     max_size_bytes: int = 10 * 1024 * 1024
     max_age_seconds: float = 300.0
     max_buffered_bytes: int = 256 * 1024 * 1024
+    max_pending_bytes: int = 1024 * 1024 * 1024
     storage: str = "filesystem"
     path: Path | None = None
     s3_endpoint: str = ""
@@ -107,8 +109,8 @@ class SnapshotterSettings:
         return self.dead_letter_dir or self.directory / "dead-letter"
 
 
-_INTS = {"max-events", "max-size-bytes", "max-buffered-bytes", "index-ttl-days",
-         "wal-segment-bytes", "max-retries", "page-writers"}  # fmt: skip
+_INTS = {"max-events", "max-size-bytes", "max-buffered-bytes", "max-pending-bytes",
+         "index-ttl-days", "wal-segment-bytes", "max-retries", "page-writers"}  # fmt: skip
 _FLOATS = {"max-age-seconds", "retry-base-seconds", "retry-max-seconds"}
 _PATHS = {"path", "wal-dir", "dead-letter-dir"}
 _NONNEGATIVE = {"index-ttl-days", "max-retries"}
