@@ -25,8 +25,9 @@ from typing import Any, NamedTuple
 
 from ripple.snapshotter import metrics
 from ripple.snapshotter.buffers import BufferLimits, Buffers, Page
+from ripple.snapshotter.compact import constituents
 from ripple.snapshotter.index import Index, IndexError_
-from ripple.snapshotter.pages import unframe, varint
+from ripple.snapshotter.pages import decode, unframe, varint
 from ripple.snapshotter.proto import Event
 from ripple.snapshotter.settings import SnapshotterSettings
 from ripple.snapshotter.storage import Storage
@@ -290,7 +291,10 @@ class Snapshotter:
 
     def _write(self, page: Page) -> None:
         try:
-            page.stored = self.writer.write(page)
+            if page.reason == "recovery" and self._already_stored(page):
+                page.stored = True  # before the crash; only its done record was lost
+            else:
+                page.stored = self.writer.write(page)
         except Stopped:
             return  # still in the log: written at the next start
         except Exception:
@@ -323,6 +327,28 @@ class Snapshotter:
         page.done.set()
         # the done record must be on disk before any segment with the page's events goes
         self.wal.release(low, once_synced=done)
+
+    def _already_stored(self, page: Page) -> bool:
+        """Whether the index lists a recovered page already: under its sequence (stored
+        before the crash, or since merged by compaction as a group's first page), or inside
+        a merged page (another page of a group). Writing it again would put its events in
+        the archive twice. An index that cannot tell: write it (at worst once more)."""
+        try:
+            entries = self.index.query(page.writer_id, page.start_time, page.end_time)
+            for entry in entries:
+                if entry.page_sequence == page.page_sequence:
+                    return True
+                if "~c" in entry.page_key:
+                    merged = decode(self.storage.get(entry.page_key)).metadata
+                    if any(s == page.page_sequence for s, _ in constituents(merged)):
+                        return True
+        except Exception as e:  # index or storage down, an unreadable page
+            log.warning(
+                "snapshotter %s: cannot tell whether recovered page %d of %r is stored (%s); "
+                "writing it",
+                self.name, page.page_sequence, page.writer_id, e,
+            )  # fmt: skip
+        return False
 
     def _unpend(self, page: Page) -> Page:
         """The page is no longer waiting for storage (the lock is held)."""
