@@ -13,6 +13,7 @@ push target:
 | `retry-sleep-duration` | 0.05 | first backoff in seconds; it doubles with each attempt |
 | `persistent` | true | false: no retry queue; what a batch cannot deliver is a dead letter |
 | `OpaqueData` | none | copied into each event of the topic as `opaqueData` |
+| `format` | `s3` | `hdfs-inotify`: HDFS inotify batches, one per transaction (`hdfs_inotify`) |
 
 Every other argument goes to the push target (see docs/targets.md). A wrong argument raises
 `ValueError` with one line naming the topic and the argument, before anything starts.
@@ -27,7 +28,7 @@ from ripple.notifications.registry import Registry
 from ripple.notifications.topics import Topic
 from ripple.pipeline.deliver import RetryPolicy
 from ripple.subscriptions.store import SubscriptionStore
-from ripple.targets import amqp, mqtt, nats, pubsub, redis, snapshot, webhook
+from ripple.targets import amqp, hdfs_inotify, mqtt, nats, pubsub, redis, snapshot, webhook
 from ripple.targets.arguments import flag, positive, whole
 from ripple.targets.base import Target
 from ripple.targets.guard import DestinationRefused, default_guard
@@ -37,7 +38,8 @@ from ripple.targets.subscription import SubscriptionTarget
 __all__ = ["Destinations", "build", "topics_in_use"]
 
 RETRY_ARGUMENTS = ("time-to-live", "max-retries", "retry-sleep-duration", "persistent")
-COMMON_ARGUMENTS = (*RETRY_ARGUMENTS, "OpaqueData")
+COMMON_ARGUMENTS = (*RETRY_ARGUMENTS, "OpaqueData", "format")
+FORMATS = ("s3", hdfs_inotify.FORMAT)
 
 
 @dataclass
@@ -126,7 +128,21 @@ def push_target(topic: Topic) -> Target | None:
         except DestinationRefused as e:
             raise ValueError(f"topic {topic.name!r}: {e}") from None
     opaque = topic.arguments.get("OpaqueData")
-    return OpaqueDataTarget(target, opaque) if opaque is not None else target
+    if opaque is not None:
+        target = OpaqueDataTarget(target, opaque)
+    event_format = topic.arguments.get("format", "s3")
+    if event_format not in FORMATS:
+        raise ValueError(
+            f"topic {topic.name!r}: format is {event_format!r}; use one of {', '.join(FORMATS)}"
+        )
+    if event_format == hdfs_inotify.FORMAT:
+        if topic.arguments.get("redis-format") == "namespace":
+            raise ValueError(
+                f"topic {topic.name!r}: format=hdfs-inotify sends event batches, which a Redis "
+                "namespace (one hash field per key) cannot hold; use redis-format=stream"
+            )
+        target = hdfs_inotify.HdfsInotifyTarget(target)
+    return target
 
 
 def build(
