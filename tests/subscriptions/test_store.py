@@ -415,9 +415,13 @@ def test_compact_event_golden() -> None:
         assert compact_event(s3_event("k", name=name), "e")["event"] == "OBJECT_CREATE"
 
 
-def test_compact_event_refuses_other_events() -> None:
-    with pytest.raises(ValueError, match="'ObjectTagging:Put' has no compact form"):
-        compact_event(s3_event("k", name="ObjectTagging:Put"), "e")
+def test_compact_events_of_metadata_changes_and_newer_types() -> None:
+    for name in ("ObjectTagging:Put", "s3:ObjectTagging:Delete", "ObjectAcl:Put"):
+        assert compact_event(s3_event("k", name=name), "e")["event"] == "OBJECT_METADATA_UPDATE"
+    # a type this form does not know keeps its S3 name: a pull never fails on it
+    renamed = compact_event(s3_event("k", name="ObjectRenamed:Rename"), "e")
+    assert renamed["event"] == "ObjectRenamed:Rename"
+    assert renamed["info"]["key"]["name"] == "k"
 
 
 def test_compact_subscription_pull(store: SubscriptionStore) -> None:

@@ -7,7 +7,10 @@ non-S3 format). Pure: no I/O.
               "key": {"instance": "<versionId or empty>", "name": "<the raw key>"}}}
 
 - `event`: `OBJECT_CREATE` for `ObjectCreated:*`, `OBJECT_DELETE` for `ObjectRemoved:*`
-  (delete markers included); with or without the `s3:` prefix.
+  (delete markers included), `OBJECT_METADATA_UPDATE` for `ObjectTagging:*`, `ObjectAcl:*`
+  and `ObjectMetadata:*`; with or without the `s3:` prefix. Any other event keeps its S3
+  name (`ObjectRenamed:Rename`…), so a pull never fails on an event type newer than this
+  form.
 - `bucket_id`: the bucket's name. S3 bucket names are unique across ripple and the event
   record carries no other bucket id (the project's private id never leaves ripple).
 - `tenant`: empty: ripple has no tenants, bucket names form one namespace.
@@ -21,25 +24,32 @@ from typing import Any, Final
 
 from ripple.events.keys import decode_key
 
-__all__ = ["OBJECT_CREATE", "OBJECT_DELETE", "compact_event", "compact_event_type"]
+__all__ = [
+    "OBJECT_CREATE",
+    "OBJECT_DELETE",
+    "OBJECT_METADATA_UPDATE",
+    "compact_event",
+    "compact_event_type",
+]
 
 OBJECT_CREATE: Final = "OBJECT_CREATE"
 OBJECT_DELETE: Final = "OBJECT_DELETE"
+OBJECT_METADATA_UPDATE: Final = "OBJECT_METADATA_UPDATE"
+_METADATA_KINDS: Final = ("ObjectTagging:", "ObjectAcl:", "ObjectMetadata:")
 
 _PREFIX: Final = "s3:"
 
 
 def compact_event_type(event_name: str) -> str:
-    """`OBJECT_CREATE` or `OBJECT_DELETE` for an S3 event name; ValueError for others."""
+    """The compact event type of an S3 event name (see the module docstring)."""
     name = event_name.removeprefix(_PREFIX)
     if name.startswith("ObjectCreated:"):
         return OBJECT_CREATE
     if name.startswith("ObjectRemoved:"):
         return OBJECT_DELETE
-    raise ValueError(
-        f"event {event_name!r} has no compact form: only ObjectCreated:* and ObjectRemoved:* "
-        "events have one"
-    )
+    if name.startswith(_METADATA_KINDS):
+        return OBJECT_METADATA_UPDATE
+    return name
 
 
 def compact_event(event: Mapping[str, Any], event_id: str) -> dict[str, Any]:
