@@ -75,11 +75,14 @@ def test_bucket_eventing_as_migrated(db: Metabase) -> None:
             sa.select(change_streams.c.columns).where(change_streams.c.version == 1)
         ).scalar_one()
     assert first == ["status", "total_plain_size"]  # 0002, as DESIGN.md defines it
-    # 0003 added stream_id, 0009 user_metadata
-    assert stream.columns == ("status", "total_plain_size", "stream_id", "user_metadata")
-    assert stream.version == 3
+    # 0003 added stream_id, 0009 user_metadata, 0010 tags (and records tag changes)
+    assert stream.columns == ("status", "total_plain_size", "stream_id", "user_metadata", "tags")
+    assert stream.version == 4
     assert stream.options == StreamOptions(
-        exclude_ttl_deletes=True, exclude_update=True, allow_txn_exclusion=True
+        exclude_ttl_deletes=True,
+        exclude_update=False,
+        allow_txn_exclusion=True,
+        value_capture_type=ValueCaptureType.NEW_ROW_AND_OLD_VALUES,
     )
 
 
@@ -110,7 +113,7 @@ def test_alter_refuses_unknown_stream_and_bad_options(db: Metabase) -> None:
         alter_change_stream(conn, "bucket_eventing", objects, options={"retention_period": "40d"})
     with db.read() as conn:
         [stream] = load_definitions(conn)
-    assert stream.version == 3
+    assert stream.version == 4
 
 
 @pytest.fixture(params=["sqlite", pytest.param("postgresql", marks=pytest.mark.postgresql)])
@@ -133,13 +136,19 @@ def test_later_migration_steps_change_the_records(fresh_url: str) -> None:
         create_bucket(db, BucketLocation(project.id, "photos"))
         loc = ObjectLocation(project.id, "photos", "a.jpg")
 
+        # today's code reads and writes objects.tags, which 0010 adds: lend the 0002 schema
+        # that column while it writes, and take it back before upgrading
+        with db.engine.begin() as conn:
+            conn.exec_driver_sql("ALTER TABLE objects ADD COLUMN tags JSON")
         commit_inline_object(db, loc, b"1", etag="e1")
+        with db.engine.begin() as conn:
+            conn.exec_driver_sql("ALTER TABLE objects DROP COLUMN tags")
         [v1] = read_all(db)
         assert v1["mods"][0]["new_values"] == {"status": 3, "total_plain_size": 1}
         assert [c["name"] for c in v1["column_types"]][4:] == ["status", "total_plain_size"]
 
         upgrade(db)
-        assert head_revision() == "0009"
+        assert head_revision() == "0010"
         second = commit_inline_object(db, loc, b"22", etag="e2").object
         records = read_all(db)
         assert records[0] == v1  # unchanged by the migration
@@ -149,12 +158,14 @@ def test_later_migration_steps_change_the_records(fresh_url: str) -> None:
             "total_plain_size": 2,
             "stream_id": str(second.stream_id),
             "user_metadata": None,
+            "tags": None,
         }
         assert [c["name"] for c in insert["column_types"]][4:] == [
             "status",
             "total_plain_size",
             "stream_id",
             "user_metadata",
+            "tags",
         ]
         assert records[-2]["mod_type"] == "DELETE"  # the overwrite's DELETE, with old values
         assert records[-2]["mods"][0]["old_values"]["total_plain_size"] == 1

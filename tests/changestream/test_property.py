@@ -97,7 +97,7 @@ WATCHED = (
     "retain_until",
     "expires_at",
 )
-EVENTING_COLUMNS = ("status", "total_plain_size", "stream_id", "user_metadata")
+EVENTING_COLUMNS = ("status", "total_plain_size", "stream_id", "user_metadata", "tags")
 
 PROPERTY = settings(
     max_examples=25,

@@ -60,6 +60,7 @@ def _values(obj: Object) -> dict[str, object]:
         "total_plain_size": obj.total_plain_size,
         "stream_id": str(obj.stream_id),
         "user_metadata": obj.user_metadata or None,
+        "tags": obj.tags or None,
     }
 
 
@@ -82,7 +83,7 @@ def test_put_writes_one_insert_record(world: World, eventing: Eventing) -> None:
         }
     ]
     assert record["table_name"] == "objects"
-    assert record["value_capture_type"] == "OLD_AND_NEW_VALUES"
+    assert record["value_capture_type"] == "NEW_ROW_AND_OLD_VALUES"  # since 0010
     assert record["record_sequence"] == "00000000"
     assert record["number_of_records_in_transaction"] == 1
     assert record["number_of_partitions_in_transaction"] == 1
@@ -99,8 +100,9 @@ def test_put_writes_one_insert_record(world: World, eventing: Eventing) -> None:
         "total_plain_size",
         "stream_id",
         "user_metadata",
+        "tags",
     ]
-    assert [c["is_primary_key"] for c in record["column_types"]] == [True] * 4 + [False] * 4
+    assert [c["is_primary_key"] for c in record["column_types"]] == [True] * 4 + [False] * 5
     assert {c["name"]: c["type"]["code"] for c in record["column_types"]}["version"] == "INT64"
     assert tag_of(record) == {"operation": "put", "etag": hashlib.md5(b"hello").hexdigest()}
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from ripple.events import ALL_EVENT_NAMES, event_name, is_created, matches
+from ripple.events import ALL_EVENT_NAMES, event_name, is_created, matches, tagging_event_name
 
 
 @pytest.mark.parametrize(
@@ -36,8 +36,12 @@ def test_event_name(mod_type: str, status: int | None, operation: str | None, na
     assert event_name(mod_type, status, operation) == name
 
 
-def test_all_names_are_created_or_removed() -> None:
-    assert len(set(ALL_EVENT_NAMES)) == 6
+def test_all_names_are_created_removed_or_tagging() -> None:
+    assert len(set(ALL_EVENT_NAMES)) == 8
+    assert [n for n in ALL_EVENT_NAMES if n.startswith("ObjectTagging:")] == [
+        "ObjectTagging:Put",
+        "ObjectTagging:Delete",
+    ]
     created = [n for n in ALL_EVENT_NAMES if is_created(n)]
     assert created == [
         "ObjectCreated:Put",
@@ -67,7 +71,28 @@ def test_all_names_are_created_or_removed() -> None:
         ("s3:ObjectCreated:*", "ObjectCreatedX:Put", False),
         ("s3:ObjectCreated:*", "ObjectCreated:", False),
         ("s3:*", "ObjectCreated:Put", False),
+        ("s3:ObjectTagging:*", "ObjectTagging:Put", True),
+        ("s3:ObjectTagging:*", "ObjectTagging:Delete", True),
+        ("s3:ObjectCreated:*", "ObjectTagging:Put", False),
+        ("s3:ObjectTagging:Put", "ObjectTagging:Delete", False),
     ],
 )
 def test_matches(pattern: str, name: str, expected: bool) -> None:
     assert matches(pattern, name) is expected
+
+
+@pytest.mark.parametrize(
+    ("status", "tags_after", "name"),
+    [
+        (3, {"k": "v"}, "ObjectTagging:Put"),
+        (4, {"k": "v"}, "ObjectTagging:Put"),
+        (None, {"k": "v"}, "ObjectTagging:Put"),  # status not recorded: an object
+        (3, None, "ObjectTagging:Delete"),
+        (4, {}, "ObjectTagging:Delete"),
+        (5, {"k": "v"}, None),  # delete markers and pending rows have no tags
+        (6, None, None),
+        (1, {"k": "v"}, None),
+    ],
+)
+def test_tagging_event_name(status: int | None, tags_after: object, name: str | None) -> None:
+    assert tagging_event_name(status, tags_after) == name

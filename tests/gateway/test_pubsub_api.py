@@ -267,7 +267,7 @@ def test_notification_refusals_change_nothing(gateway: Running, api: PubSub, s3:
     )
     bad = [
         ({"topic": "jpegs", "events": "OBJECT_EXPLODE"}, (400, "InvalidArgument")),
-        ({"topic": "jpegs", "events": "s3:ObjectTagging:*"}, (400, "InvalidArgument")),
+        ({"topic": "jpegs", "events": "s3:ObjectRestore:*"}, (400, "InvalidArgument")),
         ({"topic": "nope"}, (404, "NoSuchTopic")),
         ({}, (400, "InvalidArgument")),
     ]

@@ -92,8 +92,9 @@ def test_not_implemented_is_501_not_500(s3: Any, gateway: Any) -> None:
     assert code_of(e) == "NotImplemented"
     assert e.value.response["ResponseMetadata"]["HTTPStatusCode"] == 501
     with pytest.raises(ClientError) as e:
-        s3.put_object_tagging(
-            Bucket="photos", Key="k", Tagging={"TagSet": [{"Key": "a", "Value": "b"}]}
+        s3.put_bucket_cors(
+            Bucket="photos",
+            CORSConfiguration={"CORSRules": [{"AllowedMethods": ["GET"], "AllowedOrigins": ["*"]}]},
         )
     assert code_of(e) == "NotImplemented"
 

@@ -154,7 +154,26 @@ def test_every_event_type_ripple_knows_is_accepted() -> None:
         "s3:ObjectRemoved:*",
         "s3:ObjectRemoved:Delete",
         "s3:ObjectRemoved:DeleteMarkerCreated",
+        "s3:ObjectTagging:*",
+        "s3:ObjectTagging:Put",
+        "s3:ObjectTagging:Delete",
     }
+
+
+def test_tagging_event_types_select_only_tagging_events() -> None:
+    [notification] = parse_notification_configuration(
+        doc(topic(events=("s3:ObjectTagging:*", "s3:ObjectCreated:*")))
+    )
+    assert notification.events == ("s3:ObjectTagging:*", "s3:ObjectCreated:*")
+    created = notification.destination()
+    assert created.wants("ObjectTagging:Put", "k")
+    assert created.wants("ObjectTagging:Delete", "k")
+    only_created = Notification("c", PHOTOS, ("s3:ObjectCreated:*",)).destination()
+    assert not only_created.wants("ObjectTagging:Put", "k")
+    assert only_created.wants("ObjectCreated:Put", "k")
+    only_delete = Notification("d", PHOTOS, ("s3:ObjectTagging:Delete",)).destination()
+    assert only_delete.wants("ObjectTagging:Delete", "k")
+    assert not only_delete.wants("ObjectTagging:Put", "k")
 
 
 # --- the GET document and round trips -------------------------------------------------
@@ -366,7 +385,7 @@ def test_eventbridge_is_not_implemented() -> None:
 @pytest.mark.parametrize(
     "event",
     [
-        "s3:ObjectTagging:Put",  # an S3 type ripple never emits
+        "s3:ObjectAcl:Put",  # an S3 type ripple never emits
         "s3:ObjectRestore:*",
         "s3:*",
         "s3:ObjectCreated:Bogus",

@@ -5,7 +5,7 @@ pipeline delivers exactly the expected records; DeleteObjects of 3 keys yields 3
 versioned bucket yields `ObjectRemoved:DeleteMarkerCreated`; a notification put while the
 pipeline runs reaches it within 5 s (the figure is printed). A pull-only topic, notification
 and subscription made through the pubsub REST API (`/_ripple/pubsub/`) get uploads too, pulled
-in pages and acknowledged.
+in pages and acknowledged. A notification for `s3:ObjectTagging:*` gets tag changes.
 
 The pipeline runs in a thread as `ripple pipeline run` wires it: a `Reconfigurer` over the
 API's store, checked at the start of every batch."""
@@ -241,3 +241,60 @@ def test_s3metadata_filter_end_to_end(
         ("ObjectCreated:Put", "red.txt"),
         ("ObjectRemoved:Delete", "red.txt"),
     ]
+
+
+def test_tagging_events_end_to_end(
+    spark: SparkSession,
+    gateway: Running,  # noqa: F811
+    s3: Any,  # noqa: F811
+    sns: Any,
+    hook: Receiver,
+    tmp_path: Path,
+) -> None:
+    """A notification for `s3:ObjectTagging:*` gets PutObjectTagging and DeleteObjectTagging
+    through the gateway as `ObjectTagging:Put` / `ObjectTagging:Delete` (version 2.3, with the
+    version's id, size and eTag); not the PutObject, and nothing for an unchanged tag set."""
+    db = gateway.services.db
+    db.eventing = gateway.services.registry.is_eventing
+    arn = sns.create_topic(Name="tags", Attributes={"push-endpoint": hook.url})["TopicArn"]
+    s3.create_bucket(Bucket="tagged")
+    s3.put_bucket_versioning(Bucket="tagged", VersioningConfiguration={"Status": "Enabled"})
+    s3.put_bucket_notification_configuration(
+        Bucket="tagged",
+        NotificationConfiguration={
+            "TopicConfigurations": [
+                {"Id": "tags", "TopicArn": arn, "Events": ["s3:ObjectTagging:*"]}
+            ]
+        },
+    )
+    tags = {"TagSet": [{"Key": "colour", "Value": "red"}]}
+
+    with pipeline(db, tmp_path / "checkpoint"):
+        put = s3.put_object(Bucket="tagged", Key="a b.jpg", Body=b"hello")
+        s3.put_object_tagging(Bucket="tagged", Key="a b.jpg", Tagging=tags)
+        s3.put_object_tagging(Bucket="tagged", Key="a b.jpg", Tagging=tags)  # unchanged
+        s3.delete_object_tagging(Bucket="tagged", Key="a b.jpg")
+        # the marker: a last event, so everything before it has been routed
+        s3.put_object(Bucket="tagged", Key="last", Body=b"l", Tagging="k=v")
+        s3.put_object_tagging(Bucket="tagged", Key="last", Tagging=tags)
+        wait_for(lambda: len(events(hook, "tagged")) >= 3, what="the tagging events")
+
+    # a webhook batch goes out with requests in flight at once: arrival order may differ
+    assert sorted(events(hook, "tagged")) == [
+        ("ObjectTagging:Delete", "a+b.jpg"),
+        ("ObjectTagging:Put", "a+b.jpg"),
+        ("ObjectTagging:Put", "last"),
+    ]
+    by_name = {
+        r["eventName"]: r
+        for r in hook.records()
+        if r["s3"]["bucket"]["name"] == "tagged" and r["s3"]["object"]["key"] == "a+b.jpg"
+    }
+    first, removed = by_name["ObjectTagging:Put"], by_name["ObjectTagging:Delete"]
+    assert first["s3"]["object"]["sequencer"] < removed["s3"]["object"]["sequencer"]
+    assert first["eventVersion"] == "2.3"
+    assert first["s3"]["configurationId"] == "tags"
+    assert first["s3"]["object"]["versionId"] == put["VersionId"]
+    assert first["s3"]["object"]["size"] == 5
+    assert f'"{first["s3"]["object"]["eTag"]}"' == put["ETag"]
+    assert first["userIdentity"]["principalId"] == str(gateway.key.project_public_id)

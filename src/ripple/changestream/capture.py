@@ -25,6 +25,8 @@ OPERATIONS = (
     "delete",
     "delete-objects",
     "ttl-delete",
+    "put-object-tagging",
+    "delete-object-tagging",
 )
 _CAPTURE = "ripple.changestream.capture"
 

@@ -9,7 +9,10 @@ notification configuration do (`s3:ObjectCreated:*`, `s3:ObjectRemoved:Delete`).
 - INSERT, new status 5 or 6: `ObjectRemoved:DeleteMarkerCreated`.
 - DELETE, old status 3, 4, 5 or 6: `ObjectRemoved:Delete`; also when the old status is
   unknown (value capture types without old values).
-- DELETE of a pending row (old status 1), INSERT of a pending row, UPDATE: no event.
+- UPDATE of an object (new status 3 or 4, or unknown) whose `tags` changed:
+  `ObjectTagging:Put` when it has tags afterwards, `ObjectTagging:Delete` when it has none
+  (`tagging_event_name`). Other UPDATEs make no event.
+- DELETE of a pending row (old status 1), INSERT of a pending row: no event.
 """
 
 from __future__ import annotations
@@ -27,6 +30,8 @@ __all__ = [
     "OBJECT_REMOVED_DELETE",
     "OBJECT_REMOVED_DELETE_MARKER_CREATED",
     "OBJECT_STATUSES",
+    "OBJECT_TAGGING_DELETE",
+    "OBJECT_TAGGING_PUT",
     "STATUS_COMMITTED_UNVERSIONED",
     "STATUS_COMMITTED_VERSIONED",
     "STATUS_DELETE_MARKER_UNVERSIONED",
@@ -35,6 +40,7 @@ __all__ = [
     "event_name",
     "is_created",
     "matches",
+    "tagging_event_name",
 ]
 
 OBJECT_CREATED_PUT: Final = "ObjectCreated:Put"
@@ -43,6 +49,8 @@ OBJECT_CREATED_COPY: Final = "ObjectCreated:Copy"
 OBJECT_CREATED_COMPLETE_MULTIPART_UPLOAD: Final = "ObjectCreated:CompleteMultipartUpload"
 OBJECT_REMOVED_DELETE: Final = "ObjectRemoved:Delete"
 OBJECT_REMOVED_DELETE_MARKER_CREATED: Final = "ObjectRemoved:DeleteMarkerCreated"
+OBJECT_TAGGING_PUT: Final = "ObjectTagging:Put"
+OBJECT_TAGGING_DELETE: Final = "ObjectTagging:Delete"
 
 ALL_EVENT_NAMES: Final = (
     OBJECT_CREATED_PUT,
@@ -51,6 +59,8 @@ ALL_EVENT_NAMES: Final = (
     OBJECT_CREATED_COMPLETE_MULTIPART_UPLOAD,
     OBJECT_REMOVED_DELETE,
     OBJECT_REMOVED_DELETE_MARKER_CREATED,
+    OBJECT_TAGGING_PUT,
+    OBJECT_TAGGING_DELETE,
 )
 
 # Row statuses of the `objects` table (DESIGN.md "Objects and statuses"), repeated here
@@ -93,6 +103,17 @@ def event_name(mod_type: str, status: int | None, operation: str | None = None) 
     if mod_type == "DELETE" and (status is None or status in COMMITTED_STATUSES):
         return OBJECT_REMOVED_DELETE
     return None
+
+
+def tagging_event_name(status: int | None, tags_after: object) -> str | None:
+    """The event of an UPDATE that changed an object's tags: `ObjectTagging:Put` when it
+    has tags afterwards (`tags_after`, the new `tags` value, is a non-empty object),
+    `ObjectTagging:Delete` when it has none. None for a row that is not an object (a delete
+    marker or a pending upload has no tags); `status` None (not recorded) counts as an
+    object."""
+    if status is not None and status not in OBJECT_STATUSES:
+        return None
+    return OBJECT_TAGGING_PUT if tags_after else OBJECT_TAGGING_DELETE
 
 
 def is_created(name: str) -> bool:

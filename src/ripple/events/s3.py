@@ -1,4 +1,5 @@
-"""Data change records of one transaction → S3 event messages (event structure version 2.1).
+"""Data change records of one transaction → S3 event messages (event structure version 2.1;
+2.3 for `ObjectTagging:*`, as Amazon S3 sends them).
 
 `s3_events` takes the change records of one transaction of the `bucket_eventing` stream
 (docs/changestream.md) and returns one `EventRecord` per S3 event, in the transaction's
@@ -22,7 +23,7 @@ from ripple.events.names import (
     STATUS_COMMITTED_VERSIONED,
     STATUS_DELETE_MARKER_VERSIONED,
     event_name,
-    is_created,
+    tagging_event_name,
 )
 from ripple.events.sequencer import event_time, sequencer, timestamp_ns
 from ripple.events.tag import TransactionTag, parse_transaction_tag
@@ -40,6 +41,8 @@ __all__ = [
 
 NULL_VERSION_ID: Final = "null"
 EVENT_VERSION: Final = "2.1"
+# Amazon S3 sends its newer event types (ACL, tagging, lifecycle, ...) as version 2.3
+TAGGING_EVENT_VERSION: Final = "2.3"
 S3_SCHEMA_VERSION: Final = "1.0"
 _TABLE: Final = "objects"
 _VERSIONED_STATUSES: Final = frozenset({STATUS_COMMITTED_VERSIONED, STATUS_DELETE_MARKER_VERSIONED})
@@ -94,7 +97,8 @@ def s3_events(
     `records` may come from several partitions, in any order: they are ordered by
     `record_sequence`, then the mods of a record keep their order. `owners` gives the public
     id of a private project id (the bucket owner); a mapping without the project is a
-    KeyError. Records of other tables, heartbeats and UPDATE records make no events.
+    KeyError. Records of other tables and heartbeats make no events; an UPDATE makes one
+    only when it changed an object's tags (`ObjectTagging:Put` / `ObjectTagging:Delete`).
     """
     ordered = sorted((r for r in records if "heartbeat_record" not in r), key=_record_sequence)
     transactions = {r["server_transaction_id"] for r in ordered if "server_transaction_id" in r}
@@ -109,8 +113,9 @@ def s3_events(
     events: list[EventRecord] = []
     for record in ordered:
         mod_type = record.get("mod_type")
-        if record.get("table_name", _TABLE) != _TABLE or mod_type not in ("INSERT", "DELETE"):
+        if record.get("table_name", _TABLE) != _TABLE or mod_type not in _MOD_TYPES:
             continue
+        old_values = _captures_old_values(record)
         raw_tag = record.get("transaction_tag") or ""
         tag = tags.get(raw_tag)
         if tag is None:
@@ -118,9 +123,12 @@ def s3_events(
         commit_ns = timestamp_ns(record["commit_timestamp"])
         for mod in record.get("mods") or ():
             keys = mod["keys"]
-            values = mod.get("new_values" if mod_type == "INSERT" else "old_values") or {}
+            values = mod.get("old_values" if mod_type == "DELETE" else "new_values") or {}
             status = _optional_int(values.get("status"))
-            name = event_name(mod_type, status, tag.operation)
+            if mod_type == "UPDATE":
+                name = _tagging_change(mod, status, old_values=old_values)
+            else:
+                name = event_name(mod_type, status, tag.operation)
             if name is None:
                 continue
             project_id = str(keys["project_id"])
@@ -130,7 +138,7 @@ def s3_events(
                 continue  # an overwrite: S3 reports only the new object or delete marker
             seq = sequencer(commit_ns, len(events))
             obj: dict[str, Any] = {"key": encode_key(key)}
-            if is_created(name):
+            if not name.startswith("ObjectRemoved:"):  # created and tagging events
                 size = _optional_int(values.get("total_plain_size"))
                 if size is not None:
                     obj["size"] = size
@@ -143,6 +151,28 @@ def s3_events(
             body = _message(settings, commit_ns, name, tag, bucket, owner_of(project_id), obj)
             events.append(EventRecord(project_id, bucket, key, name, seq, body, _metadata(values)))
     return events
+
+
+_MOD_TYPES: Final = frozenset({"INSERT", "UPDATE", "DELETE"})
+
+
+def _captures_old_values(record: Mapping[str, Any]) -> bool:
+    """Whether the record's value capture type gives the old values of changed columns."""
+    capture = record.get("value_capture_type") or "OLD_AND_NEW_VALUES"
+    return capture in ("OLD_AND_NEW_VALUES", "NEW_ROW_AND_OLD_VALUES")
+
+
+def _tagging_change(mod: Mapping[str, Any], status: int | None, *, old_values: bool) -> str | None:
+    """The event of an UPDATE mod: a tagging event when it changed `tags`, else None.
+
+    With old values captured, `tags` among the old values says it changed; without them
+    (NEW_VALUES), `tags` among the new values does: that capture type gives only the changed
+    columns. (NEW_ROW gives every watched column, so there every recorded UPDATE of an
+    object counts as a tagging change.)"""
+    changed = mod.get("old_values" if old_values else "new_values") or {}
+    if "tags" not in changed:
+        return None
+    return tagging_event_name(status, (mod.get("new_values") or {}).get("tags"))
 
 
 def _metadata(values: Mapping[str, Any]) -> dict[str, str] | None:
@@ -173,7 +203,9 @@ def _message(
     obj: dict[str, Any],
 ) -> dict[str, Any]:
     return {
-        "eventVersion": EVENT_VERSION,
+        "eventVersion": TAGGING_EVENT_VERSION
+        if name.startswith("ObjectTagging:")
+        else EVENT_VERSION,
         "eventSource": settings.event_source,
         "awsRegion": settings.region,
         "eventTime": event_time(commit_ns),

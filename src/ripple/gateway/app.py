@@ -183,6 +183,7 @@ def create_app(services: Services) -> Starlette:
         multipart,
         notifications,
         object_lock,
+        object_tagging,
         objects,
         pubsub,
     )

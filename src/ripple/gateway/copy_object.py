@@ -4,7 +4,8 @@ resolving the source version under the `x-amz-copy-source-if-*` conditions, copy
 
 A copy resolves the source version, copies its file (objects stored inline are copied by
 the metabase, in the row) to a new stream id's path, then commits the copy of exactly that
-version (its version ID: a versioned source cannot change under the copy). The one version
+version (its version ID: a versioned source cannot change under the copy). Tags are copied
+unless `x-amz-tagging-directive: REPLACE` sets those of `x-amz-tagging`. The one version
 ID that can name other data later is `null`: the metabase refuses the copy if the version
 it finds is not the stream whose data was copied, and the copy is made again.
 """
@@ -25,10 +26,25 @@ from ripple.gateway.body import MAX_PUT_SIZE
 from ripple.gateway.data import DataWriter, ObjectData
 from ripple.gateway.errors import S3Error
 from ripple.gateway.get_object import check_conditions
-from ripple.gateway.headers import content_type_of, lock_of, metadata_of, quoted, version_headers
+from ripple.gateway.headers import (
+    content_type_of,
+    lock_of,
+    metadata_of,
+    quoted,
+    tagging_directive_of,
+    tagging_of,
+    version_headers,
+)
 from ripple.gateway.objects import free
 from ripple.gateway.request import S3Request
-from ripple.metabase import CopyResult, Object, ObjectLocation, copy_object, get_object
+from ripple.metabase import (
+    CopyResult,
+    Object,
+    ObjectLocation,
+    check_tags,
+    copy_object,
+    get_object,
+)
 from ripple.metabase.copy_object import CopySourceChanged, InvalidCopyRequest
 from ripple.metabase.errors import MetabaseError, ObjectNotFound
 from ripple.metabase.get_object import DeleteMarkerVersion
@@ -183,6 +199,8 @@ def _directive(req: S3Request) -> Literal["COPY", "REPLACE"]:
 async def copy(req: S3Request) -> Response:
     source = copy_source(req)
     directive = _directive(req)
+    tagging_directive = tagging_directive_of(req)
+    tags = check_tags(tagging_of(req)) if tagging_directive == "REPLACE" else None
     retention, legal_hold = lock_of(req)
     replace = directive == "REPLACE"
     content_type = content_type_of(req) if replace else None
@@ -223,6 +241,8 @@ async def copy(req: S3Request) -> Response:
                 metadata_directive=directive,
                 content_type=content_type,
                 user_metadata=metadata,
+                tagging_directive=tagging_directive,
+                tags=tags,
                 retention=retention,
                 legal_hold=legal_hold,
                 stream_id=stream_id,

@@ -31,6 +31,7 @@ STATUS: dict[str, int] = {
     "InvalidPartOrder": 400,
     "InvalidRange": 416,
     "InvalidRequest": 400,
+    "InvalidTag": 400,
     "InvalidObjectState": 403,
     "KeyTooLongError": 400,
     "MalformedXML": 400,

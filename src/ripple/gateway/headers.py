@@ -1,5 +1,6 @@
 """Object headers both ways: what a write request sets (user metadata `x-amz-meta-*`, the
-stored system headers, object lock) and what GET/HEAD answer for a version.
+stored system headers, object lock, `x-amz-tagging`) and what GET/HEAD answer for a version
+(`x-amz-tagging-count` among them).
 
 User metadata names are stored lower-cased without their `x-amz-meta-` prefix; the system
 headers S3 stores with an object (Content-Encoding, Cache-Control, …) are kept in the same
@@ -10,6 +11,8 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 from email.utils import format_datetime, parsedate_to_datetime
+from typing import Literal, cast
+from urllib.parse import parse_qsl
 
 from ripple.gateway import xml
 from ripple.gateway.errors import S3Error
@@ -50,6 +53,33 @@ def metadata_of(req: S3Request) -> dict[str, str]:
             f"your metadata headers are {size} bytes; the limit is {MAX_METADATA_BYTES}",
         )
     return metadata
+
+
+def tagging_of(req: S3Request) -> list[tuple[str, str]]:
+    """The tags of `x-amz-tagging` (PutObject, CopyObject, CreateMultipartUpload): a
+    URL-encoded query string, `k1=v1&k2=v2`; a tag without `=` has an empty value. The
+    metabase checks them against S3's rules (`check_tags`)."""
+    header = req.header("x-amz-tagging")
+    if not header:
+        return []
+    try:
+        return parse_qsl(header, keep_blank_values=True, errors="strict")
+    except (ValueError, UnicodeDecodeError):
+        raise S3Error(
+            "InvalidArgument",
+            "the header 'x-amz-tagging' shall be encoded as UTF-8 then URL-encoded URL query "
+            "parameters without tag name duplicates",
+        ) from None
+
+
+def tagging_directive_of(req: S3Request) -> Literal["COPY", "REPLACE"]:
+    """CopyObject's `x-amz-tagging-directive`: COPY (the default) or REPLACE."""
+    directive = req.header("x-amz-tagging-directive") or "COPY"
+    if directive not in ("COPY", "REPLACE"):
+        raise S3Error(
+            "InvalidArgument", f"unknown tagging directive {directive!r}: COPY or REPLACE"
+        )
+    return cast(Literal["COPY", "REPLACE"], directive)
 
 
 def content_type_of(req: S3Request) -> str:
@@ -135,4 +165,6 @@ def object_headers(obj: Object) -> dict[str, str]:
         headers["x-amz-object-lock-retain-until-date"] = xml.timestamp(obj.retention.retain_until)
     if obj.legal_hold:
         headers["x-amz-object-lock-legal-hold"] = "ON"
+    if obj.tags:
+        headers["x-amz-tagging-count"] = str(len(obj.tags))
     return headers

@@ -37,10 +37,17 @@ from ripple.gateway.body import read_document, receive
 from ripple.gateway.copy_object import copy_part_data, source_headers
 from ripple.gateway.data import ObjectData
 from ripple.gateway.errors import S3Error
-from ripple.gateway.headers import content_type_of, lock_of, metadata_of, quoted, version_headers
+from ripple.gateway.headers import (
+    content_type_of,
+    lock_of,
+    metadata_of,
+    quoted,
+    tagging_of,
+    version_headers,
+)
 from ripple.gateway.objects import checksum_headers, free, reject_conditional_writes
 from ripple.gateway.request import S3Request
-from ripple.metabase import commit_object
+from ripple.metabase import check_tags, commit_object
 from ripple.metabase.errors import MetabaseError, PendingObjectNotFound
 from ripple.metabase.uploads import abort_upload, begin_upload, get_upload, list_uploads
 
@@ -158,6 +165,7 @@ async def create(req: S3Request) -> Response:
         user_metadata=metadata_of(req),
         retention=retention,
         legal_hold=legal_hold,
+        tags=check_tags(tagging_of(req)),
     )
     root = xml.document("InitiateMultipartUploadResult")
     xml.add_all(

@@ -14,9 +14,16 @@ from ripple.gateway.app import operation
 from ripple.gateway.body import Received, receive
 from ripple.gateway.data import DataWriter, ObjectData
 from ripple.gateway.errors import not_implemented
-from ripple.gateway.headers import content_type_of, lock_of, metadata_of, quoted, version_headers
+from ripple.gateway.headers import (
+    content_type_of,
+    lock_of,
+    metadata_of,
+    quoted,
+    tagging_of,
+    version_headers,
+)
 from ripple.gateway.request import S3Request
-from ripple.metabase import Object, delete_object, delete_object_version
+from ripple.metabase import Object, check_tags, delete_object, delete_object_version
 from ripple.metabase.errors import MetabaseError
 from ripple.metabase.put_object import put_object
 from ripple.metabase.rows import new_stream_id
@@ -76,6 +83,7 @@ async def put(req: S3Request) -> Response:
     metadata = metadata_of(req)
     retention, legal_hold = lock_of(req)
     content_type = content_type_of(req)
+    tags = check_tags(tagging_of(req))  # refused before the body is read
     stream_id = new_stream_id()
     data = req.services.data
     spool = Spool(data, req.services.inline_limit)
@@ -99,6 +107,7 @@ async def put(req: S3Request) -> Response:
             retention=retention,
             legal_hold=legal_hold,
             inline_data=spool.inline,
+            tags=tags,
             tag=req.context.tag("put"),
         )
     except MetabaseError:  # not committed: nothing names the data

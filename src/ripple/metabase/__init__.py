@@ -1,8 +1,8 @@
 """The metabase: object metadata with S3 versioning and object lock.
 
 One module per operation (begin, commit, commit inline, copy, get, list, list versions,
-delete, delete version, DeleteObjects, versioning, retention, legal hold), each a function
-taking the `Metabase` handle. Semantics live here; the gateway only translates the wire.
+delete, delete version, DeleteObjects, versioning, retention, legal hold, tagging), each a
+function taking the `Metabase` handle. Semantics live here; the gateway only translates the wire.
 """
 
 from ripple.metabase.begin_object import begin_object
@@ -32,6 +32,12 @@ from ripple.metabase.get_object import get_object
 from ripple.metabase.legal_hold import get_object_legal_hold, put_object_legal_hold
 from ripple.metabase.list_objects import ListObjectsResult, list_objects
 from ripple.metabase.list_versions import ListVersionsResult, VersionEntry, list_object_versions
+from ripple.metabase.object_tagging import (
+    check_tags,
+    delete_object_tagging,
+    get_object_tagging,
+    put_object_tagging,
+)
 from ripple.metabase.projects import Project, create_project, get_project, list_projects
 from ripple.metabase.retention import get_object_retention, put_object_retention
 from ripple.metabase.store_committed import CommitResult
@@ -71,6 +77,7 @@ __all__ = [
     "VersionEntry",
     "Versioning",
     "begin_object",
+    "check_tags",
     "commit_inline_object",
     "commit_object",
     "copy_object",
@@ -78,12 +85,14 @@ __all__ = [
     "create_project",
     "delete_bucket",
     "delete_object",
+    "delete_object_tagging",
     "delete_object_version",
     "delete_objects",
     "get_bucket_info",
     "get_object",
     "get_object_legal_hold",
     "get_object_retention",
+    "get_object_tagging",
     "get_project",
     "list_buckets",
     "list_object_versions",
@@ -91,6 +100,7 @@ __all__ = [
     "list_projects",
     "put_object_legal_hold",
     "put_object_retention",
+    "put_object_tagging",
     "set_bucket_versioning",
     "set_object_lock_configuration",
 ]

@@ -3,6 +3,7 @@ in one transaction with no pending row."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from datetime import datetime
 
 from ripple.changestream.capture import TransactionTag
@@ -24,6 +25,7 @@ def commit_inline_object(
     retention: Retention | None = None,
     legal_hold: bool = False,
     expires_at: datetime | None = None,
+    tags: Mapping[str, str] | None = None,
     tag: TransactionTag | None = None,
 ) -> CommitResult:
     return put_object(
@@ -38,5 +40,6 @@ def commit_inline_object(
         legal_hold=legal_hold,
         expires_at=expires_at,
         inline_data=data,
+        tags=tags,
         tag=tag,
     )

@@ -1,13 +1,15 @@
 """Copy an object: a new committed version at the destination from a source version.
 
 The copy gets a new stream id (the caller copies the data for objects not stored inline),
-the source's size, ETag and, with the COPY directive, its content type and metadata. Object
+the source's size, ETag and, with the COPY directives, its content type and metadata
+(metadata directive) and its tags (tagging directive; REPLACE sets `tags`). Object
 lock settings are not copied; the destination's default retention applies. Copying a key
 onto itself must change something (REPLACE), as S3 requires."""
 
 from __future__ import annotations
 
 import uuid
+from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from typing import Literal
 
@@ -17,6 +19,7 @@ from ripple.changestream.capture import TransactionTag
 from ripple.metabase.db import Metabase
 from ripple.metabase.errors import ConflictRetry, InvalidArgument
 from ripple.metabase.get_object import resolve_object
+from ripple.metabase.object_tagging import check_tags
 from ripple.metabase.rows import key_bytes, new_stream_id, start_key_write
 from ripple.metabase.store_committed import CommitResult, store_committed
 from ripple.metabase.types import Object, ObjectLocation, Retention
@@ -45,6 +48,8 @@ def copy_object(
     metadata_directive: Literal["COPY", "REPLACE"] = "COPY",
     content_type: str | None = None,
     user_metadata: dict[str, str] | None = None,
+    tagging_directive: Literal["COPY", "REPLACE"] = "COPY",
+    tags: Mapping[str, str] | None = None,
     retention: Retention | None = None,
     legal_hold: bool = False,
     stream_id: uuid.UUID | None = None,
@@ -63,6 +68,11 @@ def copy_object(
             "this copy request is illegal because it is trying to copy an object to itself "
             "without changing the object's metadata; use the REPLACE metadata directive"
         )
+    if tagging_directive not in ("COPY", "REPLACE"):
+        raise InvalidArgument(
+            f"tagging directive must be COPY or REPLACE, not {tagging_directive!r}"
+        )
+    new_tags = check_tags(tags or {})
     new_stream = stream_id or new_stream_id()
 
     def tx(conn: sa.Connection) -> CopyResult:
@@ -86,6 +96,7 @@ def copy_object(
             stream_id=new_stream,
             content_type=(content_type or "") if replace_meta else src.content_type,
             user_metadata=dict(user_metadata or {}) if replace_meta else dict(src.user_metadata),
+            tags=new_tags if tagging_directive == "REPLACE" else dict(src.tags),
             retention=retention,
             legal_hold=legal_hold,
             expires_at=None,

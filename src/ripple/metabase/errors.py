@@ -25,6 +25,19 @@ class InvalidVersionId(InvalidArgument):
         )
 
 
+class InvalidTag(InvalidArgument):
+    """An object tag S3 would refuse: key or value too long, bad characters, `aws:` prefix,
+    a key given twice."""
+
+    code = "InvalidTag"
+
+
+class TooManyTags(InvalidArgument):
+    """More than 10 tags on one object (S3 answers `BadRequest`)."""
+
+    code = "BadRequest"
+
+
 class ProjectNotFound(MetabaseError):
     code = "InvalidAccessKeyId"
 

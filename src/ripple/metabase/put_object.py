@@ -5,12 +5,14 @@ for small objects)."""
 from __future__ import annotations
 
 import uuid
+from collections.abc import Mapping
 from datetime import datetime
 
 import sqlalchemy as sa
 
 from ripple.changestream.capture import TransactionTag
 from ripple.metabase.db import Metabase
+from ripple.metabase.object_tagging import check_tags
 from ripple.metabase.rows import key_bytes, require_aware, start_key_write
 from ripple.metabase.store_committed import CommitResult, store_committed
 from ripple.metabase.types import Object, ObjectLocation, Retention, Status
@@ -29,10 +31,13 @@ def put_object(
     legal_hold: bool = False,
     expires_at: datetime | None = None,
     inline_data: bytes | None = None,
+    tags: Mapping[str, str] | None = None,
     tag: TransactionTag | None = None,
 ) -> CommitResult:
-    """Commit a new version whose data is stored under `stream_id` (or is `inline_data`)."""
+    """Commit a new version whose data is stored under `stream_id` (or is `inline_data`),
+    with object `tags` (S3's rules: `check_tags`)."""
     key_bytes(loc.object_key)
+    object_tags = check_tags(tags or {})
     require_aware(expires_at, "expires_at")
     if inline_data is not None and len(inline_data) != size:
         raise ValueError(f"inline data is {len(inline_data)} bytes, not {size}")
@@ -56,6 +61,7 @@ def put_object(
             retention=retention,
             legal_hold=legal_hold,
             inline_data=inline_data,
+            tags=object_tags,
         )
         return store_committed(conn, bucket, new, now, explicit_retention=retention is not None)
 

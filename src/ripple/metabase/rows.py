@@ -81,6 +81,7 @@ def object_from_row(row: Row[Any] | Mapping[str, Any]) -> Object:
         retention=retention,
         legal_hold=bool(m["legal_hold"]),
         inline_data=None if m.get("inline_data") is None else bytes(m["inline_data"]),
+        tags=dict(m["tags"] or {}),
     )
 
 
@@ -103,6 +104,7 @@ def object_values(obj: Object) -> dict[str, Any]:
         "retain_until": None if obj.retention is None else obj.retention.retain_until,
         "legal_hold": obj.legal_hold,
         "inline_data": obj.inline_data,
+        "tags": obj.tags or None,
     }
 
 

@@ -78,6 +78,8 @@ objects = sa.Table(
     sa.Column("retain_until", UTCDateTime, nullable=True),
     sa.Column("legal_hold", sa.Boolean, nullable=False, server_default=sa.false()),
     sa.Column("inline_data", sa.LargeBinary, nullable=True),
+    # object tags, {key: value} in the order they were set; NULL: none (migration 0010)
+    sa.Column("tags", sa.JSON, nullable=True),
     sa.ForeignKeyConstraint(
         ["project_id", "bucket_name"],
         ["buckets.project_id", "buckets.name"],

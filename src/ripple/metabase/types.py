@@ -116,6 +116,7 @@ class Object:
     retention: Retention | None = None
     legal_hold: bool = False
     inline_data: bytes | None = None
+    tags: dict[str, str] = field(default_factory=dict)  # object tags, in the order set
 
     @property
     def location(self) -> ObjectLocation:

@@ -3,8 +3,8 @@ stream id. Begin one with what its object will be (content type, metadata, objec
 find one, abort one, list a bucket's. Completing an upload is `commit_object`; its parts
 live with the object data, not in the metabase.
 
-The pending row carries the content type, user metadata, retention and legal hold given at
-create, so completing needs nothing but the row. Uploads begun here never expire by TTL
+The pending row carries the content type, user metadata, retention, legal hold and tags
+given at create, so completing needs nothing but the row. Uploads begun here never expire by TTL
 (`expires_at` is unset), so the lock settings on a pending row never keep `expire` from
 removing it.
 """
@@ -12,6 +12,7 @@ removing it.
 from __future__ import annotations
 
 import uuid
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 import sqlalchemy as sa
@@ -19,6 +20,7 @@ import sqlalchemy as sa
 from ripple.metabase.db import Metabase
 from ripple.metabase.errors import InvalidArgument, PendingObjectNotFound
 from ripple.metabase.listing import BATCH, common_prefix, past, start_position
+from ripple.metabase.object_tagging import check_tags
 from ripple.metabase.objectlock import check_lock_allowed, check_retention_change
 from ripple.metabase.rows import (
     METADATA_COLUMNS,
@@ -53,12 +55,14 @@ def begin_upload(
     retention: Retention | None = None,
     legal_hold: bool = False,
     stream_id: uuid.UUID | None = None,
+    tags: Mapping[str, str] | None = None,
 ) -> Object:
     """Begin a multipart upload: a pending row holding what the completed object will be.
 
     Object lock settings are checked now, as S3 checks them at CreateMultipartUpload (the
     bucket must have object lock; a retain-until date must be in the future)."""
     key_bytes(loc.object_key)
+    object_tags = check_tags(tags or {})
     sid = stream_id or new_stream_id()
 
     def tx(conn: sa.Connection) -> Object:
@@ -79,6 +83,7 @@ def begin_upload(
             user_metadata=dict(user_metadata or {}),
             retention=retention,
             legal_hold=legal_hold,
+            tags=object_tags,
         )
         insert_rows(conn, [pending])
         return pending

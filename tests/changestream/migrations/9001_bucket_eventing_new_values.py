@@ -4,7 +4,7 @@
                                                      exclude_delete = TRUE)
 
 Revision ID: 9001
-Revises: 0009 (the newest real revision; move it along when a new one is added)
+Revises: 0010 (the newest real revision; move it along when a new one is added)
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from ripple.changestream.ddl import alter_change_stream
 from ripple.metabase.schema import objects
 
 revision = "9001"
-down_revision = "0009"
+down_revision = "0010"
 branch_labels = None
 depends_on = None
 
@@ -34,5 +34,5 @@ def downgrade() -> None:
         op.get_bind(),
         "bucket_eventing",
         objects,
-        options={"value_capture_type": "OLD_AND_NEW_VALUES", "exclude_delete": False},
+        options={"value_capture_type": "NEW_ROW_AND_OLD_VALUES", "exclude_delete": False},
     )
