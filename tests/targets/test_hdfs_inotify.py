@@ -15,6 +15,7 @@ from ripple.notifications.topics import Topic
 from ripple.pipeline.destinations import push_target
 from ripple.targets.base import OK, Delivery, Outcome, Result
 from ripple.targets.hdfs_inotify import HdfsInotifyTarget, inotify_events
+from ripple.targets.pubsub import ordering_key
 from ripple.targets.webhook import WebhookTarget
 from tests.pipeline.fakes import RecordingTarget
 from tests.receiver import receiver
@@ -61,7 +62,7 @@ def test_golden_inotify_events_for_every_kind() -> None:
             "timestamp": MS,
         },
     ]
-    assert inotify_events(record("ObjectCreated:Put", "albums/")) == [
+    assert inotify_events(record("ObjectCreated:Put", "albums/")) == [  # mkdir: no CLOSE
         {
             "eventType": "CREATE",
             "path": "/photos/albums",
@@ -69,7 +70,9 @@ def test_golden_inotify_events_for_every_kind() -> None:
             "iNodeType": "DIRECTORY",
             "overwrite": True,
         },
-        {"eventType": "CLOSE", "path": "/photos/albums", "fileSize": 0, "timestamp": MS},
+    ]
+    assert inotify_events(record("ObjectRemoved:Delete", "albums/")) == [
+        {"eventType": "UNLINK", "path": "/photos/albums", "timestamp": MS}
     ]
     for removed in ("ObjectRemoved:Delete", "ObjectRemoved:DeleteMarkerCreated"):
         assert inotify_events(record(removed, "a+b=c.jpg")) == [
@@ -86,7 +89,7 @@ def test_golden_inotify_events_for_every_kind() -> None:
         {
             "eventType": "RENAME",
             "srcPath": "/photos/old/a b.jpg",
-            "dstPath": "/photos/new/a.jpg",
+            "destPath": "/photos/new/a.jpg",
             "timestamp": MS,
         }
     ]
@@ -156,6 +159,12 @@ def test_topics_choose_the_format() -> None:
     )
     with pytest.raises(ValueError, match="format is 'avro'; use one of s3, hdfs-inotify"):
         push_target(Topic("t", "http://127.0.0.1:1/hook", {"format": "avro"}))
+    with pytest.raises(ValueError, match="cannot be combined with OpaqueData"):
+        push_target(
+            Topic("t", "http://127.0.0.1:1/hook", {"format": "hdfs-inotify", "OpaqueData": "x"})
+        )
+    with pytest.raises(ValueError, match="cannot be combined with a snapshot"):
+        push_target(Topic("t", "snapshot://default", {"format": "hdfs-inotify"}))
     with pytest.raises(ValueError, match="namespace"):
         push_target(
             Topic(
@@ -196,3 +205,8 @@ def test_a_webhook_receives_the_batches_as_bodies() -> None:
                 {"eventType": "UNLINK", "path": "/photos/z.jpg", "timestamp": MS},
             ],
         }
+
+
+def test_pubsub_ordering_keys_come_from_the_attributes_of_a_batch() -> None:
+    batch = Delivery.raw("3-x", b'{"txid": 1, "events": []}', {"bucket": "photos", "key": "a.jpg"})
+    assert ordering_key(batch) == "photos/a.jpg"

@@ -310,6 +310,22 @@ def test_namespace_keeps_the_latest_event_and_a_delete_removes_the_field(
     }
 
 
+def test_namespace_ignores_tagging_events(
+    server: Server, target_for: Callable[..., RedisTarget]
+) -> None:
+    """Tagging changes no object's state: not a deleted key's (it would come back), nor the
+    current version's when an older version is tagged."""
+    target = target_for(format="namespace")
+    key = target.config.key
+    put, gone = delivery("k", n=1), delivery("k", n=2, event_name="ObjectRemoved:Delete")
+    current = delivery("j", n=3)
+    tag_gone = delivery("k", n=4, event_name="ObjectTagging:Put")
+    tag_old = delivery("j", n=5, event_name="ObjectTagging:Put")
+    assert target.publish([put, gone, current]) == [OK] * 3
+    assert target.publish([tag_gone, tag_old]) == [OK, OK]
+    assert server.hgetall(key) == {b"photos/j": current.body}
+
+
 def test_within_a_batch_the_last_event_of_an_object_wins(
     server: Server, target_for: Callable[..., RedisTarget]
 ) -> None:

@@ -136,6 +136,11 @@ def push_target(topic: Topic) -> Target | None:
             f"topic {topic.name!r}: format is {event_format!r}; use one of {', '.join(FORMATS)}"
         )
     if event_format == hdfs_inotify.FORMAT:
+        if topic.kind == "snapshot" or opaque is not None:
+            what = "a snapshot:// archive" if topic.kind == "snapshot" else "OpaqueData"
+            raise ValueError(
+                f"topic {topic.name!r}: format=hdfs-inotify cannot be combined with {what}"
+            )
         if topic.arguments.get("redis-format") == "namespace":
             raise ValueError(
                 f"topic {topic.name!r}: format=hdfs-inotify sends event batches, which a Redis "

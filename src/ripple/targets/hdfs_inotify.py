@@ -4,23 +4,27 @@ Consumers written for HDFS's inotify stream (`DFSInotifyEventInputStream`) get w
 yields: an `EventBatch` per transaction, `{"txid": N, "events": [...]}`, whose events are
 the inotify types and fields, with paths `/<bucket>/<key>` (the key decoded):
 
-- `ObjectCreated:*`: `CREATE` (path, ctime, iNodeType `FILE`, or `DIRECTORY` for a key
-  ending in `/`, overwrite), then `CLOSE` (path, fileSize, timestamp);
+- `ObjectCreated:*`: `CREATE` (path, ctime, iNodeType `FILE`, overwrite), then `CLOSE`
+  (path, fileSize, timestamp); a key ending in `/` is a directory: `CREATE` with
+  iNodeType `DIRECTORY` alone, and its path, in every event, without the `/`;
 - `ObjectRemoved:*`, `LifecycleExpiration:*`: `UNLINK` (path, timestamp);
-- `ObjectRenamed:*` (with `renameFromKey`): `RENAME` (srcPath, dstPath, timestamp);
+- `ObjectRenamed:*` (with `renameFromKey`): `RENAME` (srcPath, destPath, timestamp);
 - `ObjectTagging:*`, `ObjectMetadata:*`: `METADATA` (path, metadataType `XATTRS`, mtime);
 - `ObjectAcl:*`: `METADATA` (path, metadataType `ACLS`, mtime).
 
 `txid` is the transaction's commit time in Unix nanoseconds (from the sequencer): it
 increases with every transaction of a bucket. Times are Unix milliseconds, as HDFS's are.
 `overwrite` is true: an S3 write replaces whatever the key held, as HDFS's
-`create(overwrite=true)` does.
+`create(overwrite=true)` does. In a versioned bucket an S3 delete of an older version (or
+of a delete marker) is still an `UNLINK` of the path, although the key's latest version
+stays: the event does not say whether the version was the latest.
 
 A wrapper around the topic's push target: the deliveries a batch gives it are grouped by
 transaction (their event ids share partition and commit time), in order, and each group is
 sent as one message; every event of a group gets the group's result. The events of one
-transaction arrive in one batch when the pipeline reads the transaction whole; a retried
-event travels in a batch of its own. A delivery that is not an S3 event record (the
+transaction arrive in one batch when the pipeline reads the transaction whole; events
+retried from the queue may come back in smaller groups, each sent with its transaction's
+txid. A delivery that is not an S3 event record (the
 `s3:TestEvent` of a new notification) passes unchanged.
 """
 
@@ -58,23 +62,22 @@ def inotify_events(record: Mapping[str, Any]) -> list[dict[str, Any]]:
     path = _path(bucket, obj["key"])
     when = _millis(record["eventTime"])
     kind, _, _ = name.partition(":")
+    if path.endswith("/") and path.count("/") > 2:  # a "directory" key, e.g. albums/
+        path, directory = path.rstrip("/"), True
+    else:
+        directory = False
     if kind == "ObjectCreated":
-        directory = path.endswith("/")
-        return [
-            {
-                "eventType": "CREATE",
-                "path": path.rstrip("/") if directory else path,
-                "ctime": when,
-                "iNodeType": "DIRECTORY" if directory else "FILE",
-                "overwrite": True,
-            },
-            {
-                "eventType": "CLOSE",
-                "path": path.rstrip("/") if directory else path,
-                "fileSize": int(obj.get("size", 0)),
-                "timestamp": when,
-            },
-        ]
+        create = {
+            "eventType": "CREATE",
+            "path": path,
+            "ctime": when,
+            "iNodeType": "DIRECTORY" if directory else "FILE",
+            "overwrite": True,
+        }
+        if directory:  # HDFS's mkdir closes no file
+            return [create]
+        close = {"eventType": "CLOSE", "path": path, "fileSize": int(obj.get("size", 0))}
+        return [create, {**close, "timestamp": when}]
     if kind in ("ObjectRemoved", "LifecycleExpiration"):
         return [{"eventType": "UNLINK", "path": path, "timestamp": when}]
     if kind == "ObjectRenamed":
@@ -83,7 +86,7 @@ def inotify_events(record: Mapping[str, Any]) -> list[dict[str, Any]]:
             {
                 "eventType": "RENAME",
                 "srcPath": _path(bucket, source),
-                "dstPath": path,
+                "destPath": path,
                 "timestamp": when,
             }
         ]

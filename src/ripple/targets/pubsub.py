@@ -203,10 +203,14 @@ def from_arguments(name: str, topic: str, arguments: Mapping[str, str]) -> PubSu
 
 def ordering_key(delivery: Delivery) -> str:
     """`bucket/key`; a key too long for Pub/Sub is replaced by its SHA-256 (still per object)."""
-    key = f"{delivery.bucket}/{delivery.key}"
+    a = delivery.attributes  # what routing knew: a reformatted message need not be a record
+    bucket, object_key = a.get("bucket"), a.get("key")
+    if bucket is None or object_key is None:
+        bucket, object_key = delivery.bucket, delivery.key
+    key = f"{bucket}/{object_key}"
     if len(key.encode()) <= _MAX_ORDERING_KEY_BYTES:
         return key
-    return f"{delivery.bucket}/sha256:{hashlib.sha256(delivery.key.encode()).hexdigest()}"
+    return f"{bucket}/sha256:{hashlib.sha256(object_key.encode()).hexdigest()}"
 
 
 def _wait(pending: Future[str] | Result, deadline: float, timeout_s: float) -> Result:

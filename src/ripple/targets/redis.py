@@ -211,7 +211,11 @@ class RedisTarget:
         try:
             event = delivery.event
             sequencer = str(event["s3"]["object"]["sequencer"])
-            removed = str(event["eventName"]).startswith("ObjectRemoved:")
+            event_name = str(event["eventName"])
+            removed = event_name.startswith("ObjectRemoved:")
+            if not removed and not event_name.startswith("ObjectCreated:"):
+                # tagging (of any version, current or not) changes no object's state here
+                return OK
             name = namespace_field(delivery)
         except (KeyError, TypeError, ValueError) as e:
             error = f"{type(e).__name__}: {one_line(e)}"
