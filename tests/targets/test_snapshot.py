@@ -55,7 +55,7 @@ def test_a_topic_builds_the_target_of_a_configured_snapshotter(
     with pytest.raises(ValueError, match=r"no snapshotter 'elsewhere'; configured: archive"):
         push_target(Topic("t", "snapshot://elsewhere"))
     with pytest.raises(ValueError, match="takes no arguments"):
-        push_target(Topic("t", "snapshot://archive", {"format": "ndjson"}))
+        push_target(Topic("t", "snapshot://archive", {"compression": "gzip"}))
 
 
 def test_events_are_archived_per_bucket_with_their_ids_and_times(
