@@ -676,6 +676,7 @@ def test_json_round_trip() -> None:
         "suffix": "",
         "regex": None,
         "metadata": [],
+        "tags": [],
     }
 
 

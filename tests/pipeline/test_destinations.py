@@ -76,6 +76,8 @@ def test_retry_arguments_set_the_policy_and_are_not_given_to_the_target() -> Non
         ({"max-retries": "2.5"}, "topic 'hooks': argument 'max-retries' must be a whole number"),
         ({"time-to-live": "-1"}, "topic 'hooks': argument 'time-to-live' must be a number"),
         ({"colour": "red"}, "webhook 'hooks': unknown argument 'colour'"),
+        ({"include-tags": "maybe"}, "topic 'hooks': argument 'include-tags' must be true or"),
+        ({"include-metadata": ""}, "topic 'hooks': argument 'include-metadata' must be true"),
     ],
 )
 def test_wrong_arguments_are_one_line_errors_naming_them(
@@ -90,6 +92,24 @@ def test_wrong_arguments_are_one_line_errors_naming_them(
 def test_arguments_of_a_pull_only_topic_are_refused(store: SubscriptionStore) -> None:
     with pytest.raises(ValueError, match="topic 'audit' is pull-only, so its arguments 'secret'"):
         build({"audit": Topic("audit", "none", {"secret": "k"})}, store)
+
+
+def test_include_arguments_are_routings_so_any_topic_takes_them(store: SubscriptionStore) -> None:
+    """`include-tags` / `include-metadata` are applied by routing: a pull-only topic takes
+    them, and they are not handed to the push target (which would refuse them)."""
+    flags = {"include-tags": "true", "include-metadata": "false"}
+    built = build(
+        {
+            "audit": Topic("audit", "none", flags),
+            "hooks": Topic("hooks", "http://127.0.0.1:8080/s3", flags),
+        },
+        store,
+    )
+    assert [type(t) for t in built.targets["audit"]] == [SubscriptionTarget]
+    assert isinstance(built.targets["hooks"][0], WebhookTarget)
+    assert Topic("audit", "none", flags).includes == (True, False)
+    assert Topic("audit", "none", {"include-metadata": "yes"}).includes == (False, True)
+    assert Topic("audit", "none").includes == (False, False)
 
 
 def test_pubsub_arguments(store: SubscriptionStore) -> None:

@@ -5,7 +5,8 @@ pipeline delivers exactly the expected records; DeleteObjects of 3 keys yields 3
 versioned bucket yields `ObjectRemoved:DeleteMarkerCreated`; a notification put while the
 pipeline runs reaches it within 5 s (the figure is printed). A pull-only topic, notification
 and subscription made through the pubsub REST API (`/_ripple/pubsub/`) get uploads too, pulled
-in pages and acknowledged. A notification for `s3:ObjectTagging:*` gets tag changes.
+in pages and acknowledged. A notification for `s3:ObjectTagging:*` gets tag changes; one
+with an S3Tags rule only the uploads tagged so, with their tags when the topic asks.
 
 The pipeline runs in a thread as `ripple pipeline run` wires it: a `Reconfigurer` over the
 API's store, checked at the start of every batch."""
@@ -30,6 +31,7 @@ from ripple.pipeline.deliver import Deliverer, RetryPolicy
 from ripple.pipeline.reconfigure import Reconfigurer
 from ripple.subscriptions.store import SubscriptionStore
 from tests.gateway.conftest import Running, gateway, s3, services  # noqa: F401
+from tests.gateway.test_notification_tags import with_tag_rules
 from tests.gateway.test_notifications_api import signed_put
 from tests.gateway.test_pubsub_api import PubSub
 from tests.pipeline.conftest import running_pipeline, wait_for
@@ -298,3 +300,45 @@ def test_tagging_events_end_to_end(
     assert first["s3"]["object"]["size"] == 5
     assert f'"{first["s3"]["object"]["eTag"]}"' == put["ETag"]
     assert first["userIdentity"]["principalId"] == str(gateway.key.project_public_id)
+
+
+def test_s3tags_rule_end_to_end(
+    spark: SparkSession,
+    gateway: Running,  # noqa: F811
+    s3: Any,  # noqa: F811
+    sns: Any,
+    hook: Receiver,
+    tmp_path: Path,
+) -> None:
+    """A notification with an S3Tags rule gets only the uploads tagged so, and a topic with
+    `include-tags` gets the tags in each event as `s3.object.tags`."""
+    db = gateway.services.db
+    db.eventing = gateway.services.registry.is_eventing
+    attributes = {"push-endpoint": hook.url, "include-tags": "true"}
+    arn = sns.create_topic(Name="prod", Attributes=attributes)["TopicArn"]
+    s3.create_bucket(Bucket="stage")
+    with_tag_rules(s3, [("env", "prod")])  # boto3 has no S3Tags: added to its document
+    notify(s3, "stage", arn, "prod", prefix="up/")
+
+    with pipeline(db, tmp_path / "checkpoint"):
+        s3.put_object(Bucket="stage", Key="up/dev.txt", Body=b"d", Tagging="env=dev")
+        s3.put_object(Bucket="stage", Key="up/none.txt", Body=b"n")
+        s3.put_object(Bucket="stage", Key="up/prod.txt", Body=b"p", Tagging="env=prod&b=2")
+        s3.put_object(Bucket="stage", Key="up/case.txt", Body=b"c", Tagging="env=Prod")
+        # the marker: a last tagged upload, so everything before it has been routed
+        s3.put_object(Bucket="stage", Key="up/last.txt", Body=b"l", Tagging="env=prod")
+        wait_for(lambda: len(events(hook, "stage")) >= 2, what="the tagged uploads' events")
+
+    assert sorted(events(hook, "stage")) == [
+        ("ObjectCreated:Put", "up/last.txt"),
+        ("ObjectCreated:Put", "up/prod.txt"),
+    ]
+    tags = {
+        r["s3"]["object"]["key"]: r["s3"]["object"]["tags"]
+        for r in hook.records()
+        if r["s3"]["bucket"]["name"] == "stage"
+    }
+    assert tags == {
+        "up/prod.txt": [{"key": "b", "val": "2"}, {"key": "env", "val": "prod"}],
+        "up/last.txt": [{"key": "env", "val": "prod"}],
+    }

@@ -185,3 +185,25 @@ def test_a_deleted_topic_goes_although_notifications_named_it(db: Metabase) -> N
         assert not registry.is_eventing(alice.id, "photos")
     finally:
         deliverer.close()
+
+
+def test_a_topics_include_arguments_reach_its_routes(db: Metabase) -> None:
+    """`include-tags` / `include-metadata` set on the topic (SetTopicAttributes) reach the
+    destinations of every notification that names it, with the next check."""
+    alice = create_project(db, "alice")
+    store, registry, reconfigurer, deliverer = setup(db)
+    arn = topic_arn("us-east-1", str(alice.public_id), "photos")
+    try:
+        store.put_topic(alice.id, "photos", arn, "none", {"include-tags": "true"}, "alice")
+        notification = Notification("n", arn, ("s3:ObjectCreated:*",), tags=(("env", "prod"),))
+        store.put_notifications(alice.id, "photos", [notification], "alice")
+        assert reconfigurer.check() is True
+        [destination] = registry.destinations(alice.id, "photos")
+        assert (destination.include_tags, destination.include_metadata) == (True, False)
+        assert destination.tags == (("env", "prod"),)
+        store.put_topic(alice.id, "photos", arn, "none", {"include-metadata": "on"}, "alice")
+        assert reconfigurer.check() is True
+        [destination] = registry.destinations(alice.id, "photos")
+        assert (destination.include_tags, destination.include_metadata) == (False, True)
+    finally:
+        deliverer.close()

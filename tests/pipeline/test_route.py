@@ -1,5 +1,6 @@
-"""Routing a batch's event rows: destinations chosen by event type and key filters, the
-notification's configuration id written into the message, attributes from the columns."""
+"""Routing a batch's event rows: destinations chosen by event type and key, metadata and tag
+filters, the notification's configuration id written into the message, attributes from the
+columns, and the object's tags and metadata added for topics that ask for them."""
 
 from __future__ import annotations
 
@@ -98,3 +99,116 @@ def test_s3metadata_rules_select_by_the_objects_user_metadata() -> None:
     routed = route([red, blue, unknown], registry, batch_id=1)
     assert [d.attributes["key"] for d in routed.by_topic["red"]] == ["a.jpg"]
     assert [d.attributes["key"] for d in routed.by_topic["all"]] == ["a.jpg", "b.jpg", "c.jpg"]
+
+
+def test_s3tags_rules_select_by_the_objects_tags() -> None:
+    registry = Registry()
+    registry.set_bucket(
+        PROJECT,
+        "photos",
+        [
+            Destination("prod", "prod", tags=(("env", "prod"), ("team", "ops"))),
+            Destination("all", "everything"),
+        ],
+    )
+    rows = [
+        {
+            **row("match.jpg"),
+            "tags": orjson.dumps({"env": "prod", "team": "ops", "x": "y"}).decode(),
+        },
+        {**row("one-of-two.jpg"), "tags": orjson.dumps({"env": "prod"}).decode()},
+        {**row("case.jpg"), "tags": orjson.dumps({"env": "Prod", "team": "ops"}).decode()},
+        {**row("untagged.jpg"), "tags": "{}"},
+        {**row("unknown.jpg"), "tags": None},  # a record from before the stream watched tags
+    ]
+    routed = route(rows, registry, batch_id=1)
+    assert [d.attributes["key"] for d in routed.by_topic["prod"]] == ["match.jpg"]
+    assert len(routed.by_topic["all"]) == 5
+    # a destination that only filters by tags does not add them to the event
+    assert routed.by_topic["prod"][0].event["s3"]["object"] == {
+        "key": "match.jpg",
+        "sequencer": "0A",
+    }
+
+
+def test_tag_and_metadata_rules_both_hold() -> None:
+    registry = Registry()
+    registry.set_bucket(
+        PROJECT,
+        "photos",
+        [Destination("both", "both", metadata=(("color", "red"),), tags=(("env", "prod"),))],
+    )
+    red = orjson.dumps({"color": "red"}).decode()
+    prod = orjson.dumps({"env": "prod"}).decode()
+    rows = [
+        {**row("yes"), "metadata": red, "tags": prod},
+        {**row("no-tag"), "metadata": red, "tags": "{}"},
+        {**row("no-meta"), "metadata": "{}", "tags": prod},
+    ]
+    routed = route(rows, registry, batch_id=1)
+    assert [d.attributes["key"] for d in routed.by_topic["both"]] == ["yes"]
+
+
+def test_topics_that_ask_get_tags_and_metadata_in_the_event() -> None:
+    registry = Registry()
+    registry.set_bucket(
+        PROJECT,
+        "photos",
+        [
+            Destination("plain", "plain"),
+            Destination("tags", "tags", include_tags=True),
+            Destination("both", "both", include_tags=True, include_metadata=True),
+        ],
+    )
+    event = {
+        **row("a b.jpg", version_id="00ff"),
+        "metadata": orjson.dumps({"camera": "x100v", "album": "2026"}).decode(),
+        "tags": orjson.dumps({"k": "v", "env": "prod"}).decode(),
+    }
+    routed = route([event], registry, batch_id=1)
+    [plain], [tags], [both] = (routed.by_topic[t] for t in ("plain", "tags", "both"))
+    obj = {"key": "a+b.jpg", "sequencer": "0A", "versionId": "00ff"}
+    assert plain.event["s3"]["object"] == obj
+    assert tags.event["s3"]["object"] == {
+        **obj,
+        "tags": [{"key": "env", "val": "prod"}, {"key": "k", "val": "v"}],
+    }
+    assert tags.event["s3"]["configurationId"] == "tags"
+    assert orjson.loads(both.body) == {
+        "Records": [
+            {
+                "eventName": "ObjectCreated:Put",
+                "s3": {
+                    "configurationId": "both",
+                    "bucket": {"name": "photos"},
+                    "object": {
+                        "key": "a+b.jpg",
+                        "sequencer": "0A",
+                        "versionId": "00ff",
+                        "metadata": [
+                            {"key": "x-amz-meta-album", "val": "2026"},
+                            {"key": "x-amz-meta-camera", "val": "x100v"},
+                        ],
+                        "tags": [{"key": "env", "val": "prod"}, {"key": "k", "val": "v"}],
+                    },
+                },
+            }
+        ]
+    }
+    assert both.attributes == plain.attributes
+
+
+def test_asked_for_tags_an_object_without_any_gets_an_empty_list_and_unknown_ones_none() -> None:
+    registry = Registry()
+    registry.set_bucket(
+        PROJECT, "photos", [Destination("t", "t", include_tags=True, include_metadata=True)]
+    )
+    none = {**row("none"), "metadata": "{}", "tags": "{}"}
+    unknown = {**row("unknown"), "metadata": None, "tags": None}
+    first, second = routed = route([none, unknown], registry, batch_id=1).by_topic["t"]
+    assert first.event["s3"]["object"]["tags"] == []
+    assert first.event["s3"]["object"]["metadata"] == []
+    assert "tags" not in second.event["s3"]["object"]  # the record does not say
+    assert "metadata" not in second.event["s3"]["object"]
+    assert second.message == unknown["message"].replace(b"ObjectEvents", b"t")
+    assert len(routed) == 2

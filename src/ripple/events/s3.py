@@ -72,9 +72,11 @@ class EventRecord:
     event_name: str  # e.g. "ObjectCreated:Put"
     sequencer: str
     message: dict[str, Any]  # the single S3 event record (an element of "Records")
-    # the object's user metadata (names without x-amz-meta-), when the record carries it:
-    # for S3Metadata filter rules; not part of the message
+    # the object's user metadata (names without x-amz-meta-) and tags, when the record
+    # carries them (None: the stream did not watch the column): for S3Metadata and S3Tags
+    # filter rules and for the topics that add them to events; not part of the message
     metadata: Mapping[str, str] | None = None
+    tags: Mapping[str, str] | None = None
 
 
 def version_id(version: int, stream_id: str) -> str:
@@ -149,7 +151,11 @@ def s3_events(
                 obj["versionId"] = vid
             obj["sequencer"] = seq
             body = _message(settings, commit_ns, name, tag, bucket, owner_of(project_id), obj)
-            events.append(EventRecord(project_id, bucket, key, name, seq, body, _metadata(values)))
+            events.append(
+                EventRecord(
+                    project_id, bucket, key, name, seq, body, _metadata(values), _tags(values)
+                )
+            )
     return events
 
 
@@ -176,11 +182,25 @@ def _tagging_change(mod: Mapping[str, Any], status: int | None, *, old_values: b
 
 
 def _metadata(values: Mapping[str, Any]) -> dict[str, str] | None:
-    """The user metadata a record's values carry (None when the stream did not watch it)."""
-    metadata = values.get("user_metadata")
-    if not isinstance(metadata, Mapping):
+    """The user metadata a record's values carry: `{}` when the object has none, None when
+    the stream did not watch `user_metadata` (the values do not name it)."""
+    return _mapping(values, "user_metadata")
+
+
+def _tags(values: Mapping[str, Any]) -> dict[str, str] | None:
+    """The tags a record's values carry: those of the row as of the transaction (the new
+    ones for an INSERT or UPDATE, the removed row's for a DELETE); `{}` when it has none,
+    None when the stream did not watch `tags` (the values do not name it)."""
+    return _mapping(values, "tags")
+
+
+def _mapping(values: Mapping[str, Any], column: str) -> dict[str, str] | None:
+    if column not in values:
         return None
-    return {str(k): str(v) for k, v in metadata.items()}
+    value = values[column]
+    if not isinstance(value, Mapping):
+        return {}  # NULL: none
+    return {str(k): str(v) for k, v in value.items()}
 
 
 def message(events: Sequence[EventRecord]) -> dict[str, Any]:

@@ -10,8 +10,8 @@ changes. `x-amz-skip-destination-validation: true` skips the test messages. A pu
 topic has no destination to test; a Redis topic in `namespace` format keeps object state,
 not messages, so it gets none either; nor does a `snapshot://` topic, an archive whose
 snapshotter runs in the pipeline's process (its name is checked). `Filter/S3Metadata`
-rules select events by the object's user metadata, which the change stream records with
-each change.
+and `Filter/S3Tags` rules select events by the object's user metadata and tags, which the
+change stream records with each change.
 
 The configuration is stored in the metabase database (`EventingStore`) and applied to this
 gateway's registry before the answer, so the bucket's next write already records its change;

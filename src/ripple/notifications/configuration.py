@@ -22,14 +22,16 @@ Decisions, with S3's behaviour where ripple differs:
   the extension `regex`: a Python regular expression the whole key must match
   (`re.fullmatch`). Extension `Filter/S3Metadata/FilterRule`: user metadata Name and Value,
   all of which the object's metadata must have (names ignore case and an `x-amz-meta-`
-  prefix; values are compared exactly). Filters look at the key as stored, not URL-encoded.
+  prefix; values are compared exactly). Extension `Filter/S3Tags/FilterRule`: tag key (Name)
+  and value, all of which the object's tags must have, compared exactly. Filters look at the
+  key as stored, not URL-encoded. `ripple.notifications.filters` parses and writes them.
 - GET writes the rule names `Prefix` and `Suffix` capitalised, as S3 answers
-  (aws/aws-sdk#389), and `Regex`; metadata rule names as they were sent.
+  (aws/aws-sdk#389), and `Regex`; metadata and tag rules as they were sent.
 - Overlap: S3 refuses two configurations that share an event type (wildcards expanded) and
   whose prefixes overlap and whose suffixes overlap, whatever their destinations. ripple
   sends many notifications per bucket, each to its own topic, so it refuses overlap only
   between two configurations naming the same topic ARN, where one event would be
-  delivered twice. Regex and metadata filters are not compared (that is undecidable), so
+  delivered twice. Regex, metadata and tag filters are not compared (that is undecidable), so
   same-topic configurations must differ in event types, prefix or suffix.
 - A configuration without `Id` gets one that looks like S3's: a random UUID in base64.
 - At most 100 configurations; Ids of at most 255 characters, filter values of at most 1024.
@@ -41,7 +43,7 @@ import base64
 import re
 import uuid
 import xml.etree.ElementTree as ET
-from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
@@ -50,10 +52,19 @@ from defusedxml import DefusedXmlException
 
 from ripple.events.names import ALL_EVENT_NAMES, matches
 from ripple.gateway.errors import S3Error
-from ripple.notifications.registry import Destination, metadata_name
+from ripple.notifications.filters import (
+    MALFORMED_XML,
+    FilterRules,
+    add_filter,
+    children,
+    invalid,
+    parse_filter,
+)
+from ripple.notifications.registry import Destination
 
 __all__ = [
     "EVENT_TYPES",
+    "MALFORMED_XML",
     "MAX_CONFIGURATIONS",
     "Notification",
     "notification_configuration_xml",
@@ -65,9 +76,6 @@ __all__ = [
 ]
 
 S3_NAMESPACE: Final = "http://s3.amazonaws.com/doc/2006-03-01/"
-MALFORMED_XML: Final = (
-    "The XML you provided was not well-formed or did not validate against our published schema"
-)
 UNVALIDATED: Final = "Unable to validate the following destination configurations"
 TOPIC_NOT_FOUND: Final = "The destination topic does not exist or is not owned by you"
 AMBIGUOUS: Final = (
@@ -76,7 +84,6 @@ AMBIGUOUS: Final = (
 )
 MAX_CONFIGURATIONS: Final = 100
 MAX_ID_LENGTH: Final = 255
-MAX_FILTER_VALUE_LENGTH: Final = 1024
 MAX_BODY_BYTES: Final = 1024 * 1024
 
 # The event types a configuration may name: each event ripple emits, and its family's `*`.
@@ -89,7 +96,6 @@ _TOPIC_ARN = re.compile(
     r"arn:(?P<partition>[a-z][a-z0-9-]*):sns:(?P<region>[a-z0-9-]*)"
     r":(?P<account>[^:\s]+):(?P<name>[^:\s]+)"
 )
-_KEY_RULE_NAMES = ("Prefix", "Suffix", "Regex")  # as GET writes them
 _UNSUPPORTED = frozenset(
     {"QueueConfiguration", "LambdaFunctionConfiguration", "CloudFunctionConfiguration"}
 )
@@ -100,7 +106,8 @@ class Notification:
     """One TopicConfiguration: which events about which keys go to which topic.
 
     `events` are event types as configured (`s3:ObjectCreated:*`); `regex`, when set, must
-    match the whole key; `metadata` is (name, value) rules on the object's user metadata.
+    match the whole key; `metadata` is (name, value) rules on the object's user metadata,
+    `tags` (key, value) rules on its tags.
     """
 
     id: str
@@ -110,6 +117,11 @@ class Notification:
     suffix: str = ""
     regex: str | None = None
     metadata: tuple[tuple[str, str], ...] = ()
+    tags: tuple[tuple[str, str], ...] = ()
+
+    @property
+    def filter_rules(self) -> FilterRules:
+        return FilterRules(self.prefix, self.suffix, self.regex, self.metadata, self.tags)
 
     def destination(self) -> Destination:
         """What routing sends by: this notification's topic, id and filters."""
@@ -121,15 +133,22 @@ class Notification:
             suffix=self.suffix,
             regex=self.regex,
             metadata=tuple(self.metadata),
+            tags=tuple(self.tags),
         )
 
-    def wants(self, event_name: str, key: str, metadata: Mapping[str, str] | None = None) -> bool:
+    def wants(
+        self,
+        event_name: str,
+        key: str,
+        metadata: Mapping[str, str] | None = None,
+        tags: Mapping[str, str] | None = None,
+    ) -> bool:
         """Does this notification send an event of this name about this key?
 
-        `metadata` is the object's user metadata (names with or without `x-amz-meta-`); when
-        it is None and the notification has metadata rules, the answer is no.
+        `metadata` is the object's user metadata (names with or without `x-amz-meta-`), `tags`
+        its tags; when one is None and the notification has rules on it, the answer is no.
         """
-        return self.destination().wants(event_name, key, metadata)
+        return self.destination().wants(event_name, key, metadata, tags)
 
 
 def parse_topic_arn(arn: str) -> tuple[str, str, str]:
@@ -151,11 +170,11 @@ def parse_notification_configuration(body: bytes) -> list[Notification]:
     root = _parse(body)
     notifications: list[Notification] = []
     allowed = {"TopicConfiguration", "EventBridgeConfiguration", *_UNSUPPORTED}
-    for child in _children(root, allowed, repeated=allowed):
+    for child in children(root, allowed, repeated=allowed):
         if child.tag == "EventBridgeConfiguration":
             raise S3Error("NotImplemented", "EventBridgeConfiguration is not implemented by ripple")
         if child.tag in _UNSUPPORTED:
-            raise _invalid(
+            raise invalid(
                 f"ripple supports only TopicConfiguration; {child.tag} is not supported",
                 "NotificationConfiguration",
                 child.tag,
@@ -163,17 +182,17 @@ def parse_notification_configuration(body: bytes) -> list[Notification]:
         notifications.append(_topic_configuration(child))
     if (count := len(notifications)) > MAX_CONFIGURATIONS:
         message = f"too many TopicConfigurations: {count}; the limit is {MAX_CONFIGURATIONS}"
-        raise _invalid(message, "TopicConfiguration", str(count))
+        raise invalid(message, "TopicConfiguration", str(count))
     ids = [notification.id for notification in notifications]
     for id_ in ids:
         if ids.count(id_) > 1:
-            raise _invalid(
+            raise invalid(
                 "Same ID used for multiple configurations. IDs must be unique.", "Id", id_
             )
     for i, first in enumerate(notifications):
         for second in notifications[i + 1 :]:
             if _overlap(first, second):
-                raise _invalid(AMBIGUOUS, "Id", f"{first.id}, {second.id}")
+                raise invalid(AMBIGUOUS, "Id", f"{first.id}, {second.id}")
     return notifications
 
 
@@ -207,17 +226,7 @@ def notification_configuration_xml(notifications: Iterable[Notification]) -> byt
         _add(element, "Topic", notification.topic_arn)
         for event in notification.events:
             _add(element, "Event", event)
-        values = (notification.prefix, notification.suffix, notification.regex)
-        key_rules = [(name, v) for name, v in zip(_KEY_RULE_NAMES, values, strict=True) if v]
-        if key_rules or notification.metadata:
-            filter_ = ET.SubElement(element, "Filter")
-            for tag, rules in (("S3Key", key_rules), ("S3Metadata", notification.metadata)):
-                if rules:
-                    rules_element = ET.SubElement(filter_, tag)
-                    for name, value in rules:
-                        rule = ET.SubElement(rules_element, "FilterRule")
-                        _add(rule, "Name", name)
-                        _add(rule, "Value", value)
+        add_filter(element, notification.filter_rules)
     body: bytes = ET.tostring(root, encoding="utf-8")
     return b'<?xml version="1.0" encoding="UTF-8"?>\n' + body
 
@@ -232,6 +241,7 @@ def notification_to_json(notification: Notification) -> dict[str, Any]:
         "suffix": notification.suffix,
         "regex": notification.regex,
         "metadata": [[name, value] for name, value in notification.metadata],
+        "tags": [[name, value] for name, value in notification.tags],
     }
 
 
@@ -246,10 +256,8 @@ def notification_from_json(data: Mapping[str, Any]) -> Notification:
             prefix=_text(data.get("prefix", "")),
             suffix=_text(data.get("suffix", "")),
             regex=None if regex is None else _text(regex),
-            metadata=tuple(
-                (_text(name), _text(value))
-                for name, value in (_items(rule, 2) for rule in _items(data.get("metadata", [])))
-            ),
+            metadata=_pairs(data.get("metadata", [])),
+            tags=_pairs(data.get("tags", [])),
         )
     except (KeyError, TypeError) as e:
         raise ValueError(f"not a stored notification ({e!r}): {data!r}") from e
@@ -270,104 +278,40 @@ def _parse(body: bytes) -> ET.Element:
     return root
 
 
-def _children(
-    element: ET.Element, allowed: Collection[str], repeated: Collection[str] = ()
-) -> list[ET.Element]:
-    """The element's children; MalformedXML if one is unknown, or repeated but not in
-    `repeated`, or if there is text besides whitespace between them."""
-    children = list(element)
-    tags = [child.tag for child in children]
-    for tag in tags:
-        if tag not in allowed or (tag not in repeated and tags.count(tag) > 1):
-            raise S3Error("MalformedXML", MALFORMED_XML)
-    texts = [element.text, *(child.tail for child in children)] if children else []
-    if any((text or "").strip() for text in texts):
-        raise S3Error("MalformedXML", MALFORMED_XML)
-    return children
-
-
 def _topic_configuration(element: ET.Element) -> Notification:
-    _children(element, {"Id", "Topic", "Event", "Filter"}, repeated={"Event"})
+    children(element, {"Id", "Topic", "Event", "Filter"}, repeated={"Event"})
     id_ = (element.findtext("Id") or "").strip() or _generated_id()
     if len(id_) > MAX_ID_LENGTH:
-        raise _invalid(f"The Id is longer than {MAX_ID_LENGTH} characters", "Id", id_)
+        raise invalid(f"The Id is longer than {MAX_ID_LENGTH} characters", "Id", id_)
     topic = (element.findtext("Topic") or "").strip()
     if not topic:
-        raise _invalid(
+        raise invalid(
             "A TopicConfiguration needs a Topic: arn:aws:sns:REGION:ACCOUNT:NAME", "Topic", ""
         )
     try:
         parse_topic_arn(topic)
     except ValueError:
-        raise _invalid("The ARN is not well formed", "Topic", topic) from None
+        raise invalid("The ARN is not well formed", "Topic", topic) from None
     events: list[str] = []
     for event_element in element.findall("Event"):
         event = (event_element.text or "").strip()
         if event not in EVENT_TYPES:
-            raise _invalid("The event is not supported for notifications", "Event", event)
+            raise invalid("The event is not supported for notifications", "Event", event)
         if event not in events:
             events.append(event)
     if not events:
-        raise _invalid("A TopicConfiguration needs at least one Event", "Event", "")
-    filter_ = element.find("Filter")
-    key_rules: dict[str, str] = {}
-    metadata: list[tuple[str, str]] = []
-    if filter_ is not None:
-        _children(filter_, {"S3Key", "S3Metadata"})
-        for rule_name, value in _filter_rules(filter_.find("S3Key")):
-            name = rule_name.lower()
-            if name not in ("prefix", "suffix", "regex"):
-                raise _invalid(
-                    "filter rule name must be either prefix or suffix "
-                    "(or regex, a ripple extension)",
-                    "FilterRule",
-                    rule_name,
-                )
-            if name in key_rules:
-                raise _invalid(
-                    f"Cannot specify more than one {name} rule in a filter.", "FilterRule", name
-                )
-            key_rules[name] = value
-        for name, value in _filter_rules(filter_.find("S3Metadata")):
-            if not metadata_name(name):
-                raise _invalid("A metadata filter rule needs a Name", "FilterRule", name)
-            if any(metadata_name(name) == metadata_name(seen) for seen, _ in metadata):
-                raise _invalid(
-                    f"Cannot specify more than one metadata rule for {name} in a filter.",
-                    "FilterRule",
-                    name,
-                )
-            metadata.append((name, value))
-    regex = key_rules.get("regex")
-    if regex is not None:
-        try:
-            re.compile(regex)
-        except re.error as e:
-            raise _invalid(
-                f"The regex filter rule is not a valid regular expression: {e}", "FilterRule", regex
-            ) from None
-    prefix, suffix = key_rules.get("prefix", ""), key_rules.get("suffix", "")
-    return Notification(id_, topic, tuple(events), prefix, suffix, regex, tuple(metadata))
-
-
-def _filter_rules(element: ET.Element | None) -> list[tuple[str, str]]:
-    """The (Name, Value) of each FilterRule in `element`; values are not stripped."""
-    if element is None:
-        return []
-    rules = []
-    for rule in _children(element, {"FilterRule"}, repeated={"FilterRule"}):
-        _children(rule, {"Name", "Value"})
-        name = (rule.findtext("Name") or "").strip()
-        value = rule.findtext("Value") or ""
-        if len(value) > MAX_FILTER_VALUE_LENGTH:
-            raise _invalid(
-                f"The value of the {name} filter rule is longer than "
-                f"{MAX_FILTER_VALUE_LENGTH} characters",
-                "FilterRule",
-                name,
-            )
-        rules.append((name, value))
-    return rules
+        raise invalid("A TopicConfiguration needs at least one Event", "Event", "")
+    rules = parse_filter(element.find("Filter"))
+    return Notification(
+        id_,
+        topic,
+        tuple(events),
+        rules.prefix,
+        rules.suffix,
+        rules.regex,
+        rules.metadata,
+        rules.tags,
+    )
 
 
 def _overlap(first: Notification, second: Notification) -> bool:
@@ -388,10 +332,6 @@ def _generated_id() -> str:
     return base64.b64encode(str(uuid.uuid4()).encode()).decode()
 
 
-def _invalid(message: str, name: str, value: str) -> S3Error:
-    return S3Error("InvalidArgument", message, extra={"ArgumentName": name, "ArgumentValue": value})
-
-
 def _add(parent: ET.Element, tag: str, text: str) -> None:
     ET.SubElement(parent, tag).text = text
 
@@ -406,3 +346,8 @@ def _items(value: Any, length: int | None = None) -> list[Any]:
     if not isinstance(value, list | tuple) or length not in (None, len(value)):
         raise TypeError(f"expected a list of {length or 'any number of'} items, got {value!r}")
     return list(value)
+
+
+def _pairs(rules: Any) -> tuple[tuple[str, str], ...]:
+    """Stored (name, value) rules: a list of two-string lists."""
+    return tuple((_text(n), _text(v)) for n, v in (_items(r, 2) for r in _items(rules)))

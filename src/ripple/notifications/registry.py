@@ -41,7 +41,9 @@ ALL_EVENTS = ("s3:ObjectCreated:*", "s3:ObjectRemoved:*")
 @dataclass(frozen=True)
 class Destination:
     """Where a bucket's events go, and the notification configuration that sends them there:
-    its event types (`s3:ObjectCreated:*` wildcards) and key filters (prefix, suffix)."""
+    its event types (`s3:ObjectCreated:*` wildcards), key, metadata and tag filters, and
+    whether its events carry the object's tags and metadata (its topic's `include-tags` and
+    `include-metadata` arguments: `ripple.notifications.watcher.routes_of`)."""
 
     topic: str  # phase 1: a Pub/Sub topic name, `projects/P/topics/T`
     configuration_id: str = PHASE1_CONFIGURATION_ID
@@ -52,20 +54,31 @@ class Destination:
     # S3Metadata rules: (name, value) the object's user metadata must hold, names compared
     # without case and without an x-amz-meta- prefix
     metadata: tuple[tuple[str, str], ...] = ()
+    # S3Tags rules: (key, value) the object's tags must hold, compared exactly
+    tags: tuple[tuple[str, str], ...] = ()
+    include_tags: bool = False  # add s3.object.tags to the event
+    include_metadata: bool = False  # add s3.object.metadata to the event
 
     def __post_init__(self) -> None:
         if self.regex is not None:
             re.compile(self.regex)  # a bad one fails here, not per event
 
-    def wants(self, event_name: str, key: str, metadata: Mapping[str, str] | None = None) -> bool:
+    def wants(
+        self,
+        event_name: str,
+        key: str,
+        metadata: Mapping[str, str] | None = None,
+        tags: Mapping[str, str] | None = None,
+    ) -> bool:
         """Does this notification send an event of this name about this key (of an object
-        with this user metadata; None: not known, so no metadata rule holds)?"""
+        with this user metadata and these tags; None: not known, so no rule on it holds)?"""
         return (
             key.startswith(self.prefix)
             and key.endswith(self.suffix)
             and any(matches(pattern, event_name) for pattern in self.events)
             and (self.regex is None or _compiled(self.regex).fullmatch(key) is not None)
             and (not self.metadata or _holds(self.metadata, metadata))
+            and (not self.tags or _tagged(self.tags, tags))
         )
 
 
@@ -74,6 +87,10 @@ def _holds(rules: tuple[tuple[str, str], ...], metadata: Mapping[str, str] | Non
         return False
     have = {metadata_name(name): value for name, value in metadata.items()}
     return all(have.get(metadata_name(name)) == value for name, value in rules)
+
+
+def _tagged(rules: tuple[tuple[str, str], ...], tags: Mapping[str, str] | None) -> bool:
+    return tags is not None and all(tags.get(key) == value for key, value in rules)
 
 
 def metadata_name(name: str) -> str:

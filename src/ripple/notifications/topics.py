@@ -30,11 +30,18 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from ripple.notifications.phase1 import topic_name_problem
+from ripple.targets.arguments import flag
 from ripple.targets.endpoints import Endpoint, parse_endpoint
 
-__all__ = ["PULL_ONLY", "Kind", "Topic", "parse_topics"]
+__all__ = ["INCLUDE_METADATA", "INCLUDE_TAGS", "PULL_ONLY", "Kind", "Topic", "parse_topics"]
 
 PULL_ONLY = "none"
+# Topic arguments (true/false, default false): the topic's events carry the object's tags
+# (`s3.object.tags`) / user metadata (`s3.object.metadata`), as another object store's do.
+# Routing adds them (`ripple.pipeline.route`), so push targets and pull subscriptions alike
+# get them.
+INCLUDE_TAGS = "include-tags"
+INCLUDE_METADATA = "include-metadata"
 Kind = Literal["webhook", "pubsub", "amqp", "nats", "mqtt", "redis", "snapshot", "pull"]
 
 
@@ -68,9 +75,25 @@ class Topic:
         return "pull"
 
     @property
+    def includes(self) -> tuple[bool, bool]:
+        """Whether its events carry the object's (tags, metadata): `include-tags` and
+        `include-metadata`; a value that is not a flag (refused when the topic is made)
+        counts as false."""
+        return _flag(self.arguments.get(INCLUDE_TAGS)), _flag(self.arguments.get(INCLUDE_METADATA))
+
+    @property
     def pubsub_topic(self) -> str:
         """The Pub/Sub topic a `pubsub` topic publishes to."""
         return self.push_endpoint.removeprefix("pubsub://") or self.name
+
+
+def _flag(value: str | None) -> bool:
+    if value is None:
+        return False
+    try:
+        return flag("", value)
+    except ValueError:
+        return False
 
 
 def _text(value: Any) -> str | None:

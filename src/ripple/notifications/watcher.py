@@ -15,6 +15,7 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Callable
+from dataclasses import replace
 
 from ripple.notifications.phase1 import BucketKey
 from ripple.notifications.registry import Destination, Registry
@@ -26,10 +27,18 @@ log = logging.getLogger(__name__)
 
 
 def routes_of(snapshot: ConfigSnapshot) -> dict[BucketKey, list[Destination]]:
-    """Each bucket's destinations: its notifications whose topic exists."""
+    """Each bucket's destinations: its notifications whose topic exists, carrying tags and
+    metadata in their events as the topic's arguments say (`Topic.includes`)."""
     routes: dict[BucketKey, list[Destination]] = {}
     for bucket, notifications in snapshot.notifications.items():
-        destinations = [n.destination() for n in notifications if n.topic_arn in snapshot.topics]
+        destinations = []
+        for n in notifications:
+            stored = snapshot.topics.get(n.topic_arn)
+            if stored is not None:
+                tags, metadata = stored.topic.includes
+                destinations.append(
+                    replace(n.destination(), include_tags=tags, include_metadata=metadata)
+                )
         if destinations:
             routes[bucket] = destinations
     return routes

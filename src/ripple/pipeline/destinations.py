@@ -14,6 +14,11 @@ push target:
 | `persistent` | true | false: no retry queue; what a batch cannot deliver is a dead letter |
 | `OpaqueData` | none | copied into each event of the topic as `opaqueData` |
 | `format` | `s3` | `hdfs-inotify`: HDFS inotify batches, one per transaction (`hdfs_inotify`) |
+| `include-tags` | false | true: events carry the object's tags as `s3.object.tags` |
+| `include-metadata` | false | true: events carry its user metadata as `s3.object.metadata` |
+
+The two `include-` arguments are applied by routing (`ripple.pipeline.route`), so they hold
+for pull-only topics and pull subscriptions too; here they are only checked.
 
 Every other argument goes to the push target (see docs/targets.md). A wrong argument raises
 `ValueError` with one line naming the topic and the argument, before anything starts.
@@ -25,7 +30,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 
 from ripple.notifications.registry import Registry
-from ripple.notifications.topics import Topic
+from ripple.notifications.topics import INCLUDE_METADATA, INCLUDE_TAGS, Topic
 from ripple.pipeline.deliver import RetryPolicy
 from ripple.subscriptions.store import SubscriptionStore
 from ripple.targets import amqp, hdfs_inotify, mqtt, nats, pubsub, redis, snapshot, webhook
@@ -38,7 +43,8 @@ from ripple.targets.subscription import SubscriptionTarget
 __all__ = ["Destinations", "build", "topics_in_use"]
 
 RETRY_ARGUMENTS = ("time-to-live", "max-retries", "retry-sleep-duration", "persistent")
-COMMON_ARGUMENTS = (*RETRY_ARGUMENTS, "OpaqueData", "format")
+ROUTING_ARGUMENTS = (INCLUDE_TAGS, INCLUDE_METADATA)  # applied by routing, for every target
+COMMON_ARGUMENTS = (*RETRY_ARGUMENTS, "OpaqueData", "format", *ROUTING_ARGUMENTS)
 FORMATS = ("s3", hdfs_inotify.FORMAT)
 
 
@@ -86,6 +92,12 @@ def push_target(topic: Topic) -> Target | None:
     `ValueError` naming the topic if an argument is wrong, or if the destination guard
     (`ripple.targets.guard.default_guard`) refuses the endpoint's host, or an API topic's
     Google Pub/Sub project."""
+    for name in ROUTING_ARGUMENTS:
+        if name in topic.arguments:
+            try:
+                flag(name, topic.arguments[name])
+            except ValueError as e:
+                raise ValueError(f"topic {topic.name!r}: {e}") from None
     arguments = {k: v for k, v in topic.arguments.items() if k not in COMMON_ARGUMENTS}
     if topic.label:  # an API topic, named by its ARN: brokers see the name its owner gave it
         default = {"amqp": "amqp-routing-key", "nats": "nats-subject", "mqtt": "mqtt-topic"}
@@ -112,7 +124,7 @@ def push_target(topic: Topic) -> Target | None:
             module = {"amqp": amqp, "nats": nats, "mqtt": mqtt, "redis": redis}[kind]
             target = module.from_arguments(topic.name, endpoint, arguments)
         case _:
-            extra = [a for a in topic.arguments if a not in ("persistent",)]
+            extra = [a for a in topic.arguments if a not in ("persistent", *ROUTING_ARGUMENTS)]
             if extra:
                 raise ValueError(
                     f"topic {topic.name!r} is pull-only, so its arguments "

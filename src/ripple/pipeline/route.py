@@ -1,7 +1,17 @@
-"""Routing: each event to every destination of its bucket whose event types and key filters
-match it. An event whose bucket has no destination at all is logged as a warning, counted
-(`ripple_events_unrouted_total`) and discarded; one that no filter selects is simply not
-sent (as S3 does).
+"""Routing: each event to every destination of its bucket whose event types and key,
+metadata and tag filters match it. An event whose bucket has no destination at all is logged
+as a warning, counted (`ripple_events_unrouted_total`) and discarded; one that no filter
+selects is simply not sent (as S3 does).
+
+A destination whose topic sets `include-tags` / `include-metadata` gets its events with the
+object's tags and user metadata added under `s3.object`, as another object store sends them:
+
+    "tags": [{"key": "project", "val": "x"}],
+    "metadata": [{"key": "x-amz-meta-camera", "val": "x100v"}]
+
+each sorted by key; `[]` when the object has none, left out when the change record does not
+say (the stream did not watch the column). They are added here, before delivery, so retries,
+dead letters and pull subscriptions hold the same message.
 """
 
 from __future__ import annotations
@@ -80,6 +90,24 @@ def _configured(message: bytes, configuration_id: str) -> bytes:
     return orjson.dumps(event)
 
 
+def with_object_data(
+    message: bytes, metadata: Mapping[str, str] | None, tags: Mapping[str, str] | None
+) -> bytes:
+    """The event with `s3.object.metadata` (names with `x-amz-meta-`) and `s3.object.tags`
+    added, each a list of `{"key", "val"}` sorted by key; one that is None is left out."""
+    if metadata is None and tags is None:
+        return message
+    event = orjson.loads(message)
+    obj = event["s3"]["object"]
+    if metadata is not None:
+        obj["metadata"] = [
+            {"key": f"x-amz-meta-{name}", "val": value} for name, value in sorted(metadata.items())
+        ]
+    if tags is not None:
+        obj["tags"] = [{"key": key, "val": value} for key, value in sorted(tags.items())]
+    return orjson.dumps(event)
+
+
 def route(rows: Iterable[Mapping[str, Any]], registry: Registry, batch_id: int) -> Routed:
     routed = Routed()
     for row in rows:
@@ -97,14 +125,24 @@ def route(rows: Iterable[Mapping[str, Any]], registry: Registry, batch_id: int) 
             continue
         attributes: dict[str, str] | None = None
         metadata: dict[str, str] | None = None
+        tags: dict[str, str] | None = None
         for destination in destinations:
-            if destination.metadata and metadata is None and row.get("metadata"):
+            needs_metadata = destination.metadata or destination.include_metadata
+            if needs_metadata and metadata is None and row.get("metadata"):
                 metadata = orjson.loads(row["metadata"])
-            if not destination.wants(row["event_name"], row["key"], metadata):
+            if (destination.tags or destination.include_tags) and tags is None and row.get("tags"):
+                tags = orjson.loads(row["tags"])
+            if not destination.wants(row["event_name"], row["key"], metadata, tags):
                 continue
             if attributes is None:
                 attributes = _attributes(row)
             message = _configured(row["message"], destination.configuration_id)
+            if destination.include_metadata or destination.include_tags:
+                message = with_object_data(
+                    message,
+                    metadata if destination.include_metadata else None,
+                    tags if destination.include_tags else None,
+                )
             routed.by_topic.setdefault(destination.topic, []).append(
                 Delivery(row["event_id"], message, attributes, batch_id)
             )

@@ -36,12 +36,13 @@ EVENT_SCHEMA = pa.schema(
         ("version_id", pa.string()),  # s3.object.versionId; null when unversioned
         ("message", pa.binary()),  # one S3 event record, JSON
         ("metadata", pa.string()),  # the object's user metadata, JSON; null when not known
+        ("tags", pa.string()),  # the object's tags, JSON; null when not known
     ]
 )
 SPARK_EVENT_SCHEMA = (
     "partition int, position bigint, commit_ns bigint, event_id string, project_id string, "
     "bucket string, key string, event_name string, sequencer string, version_id string, "
-    "message binary, metadata string"
+    "message binary, metadata string, tags string"
 )
 
 
@@ -75,10 +76,13 @@ def events_of_rows(
                 "sequencer": event.sequencer,
                 "version_id": event.message["s3"]["object"].get("versionId"),
                 "message": orjson.dumps(event.message),
-                "metadata": None
-                if event.metadata is None
-                else orjson.dumps(event.metadata).decode(),
+                "metadata": _json(event.metadata),
+                "tags": _json(event.tags),
             }
+
+
+def _json(value: Mapping[str, str] | None) -> str | None:
+    return None if value is None else orjson.dumps(value).decode()
 
 
 class Owners:

@@ -1,0 +1,119 @@
+"""Routing by the tags and metadata the change records carry, through the gateway (boto3,
+SQLite and PostgreSQL) without Spark: the change records the gateway's writes make go
+through the transform (`events_of_rows`) and routing (`route`) as the pipeline runs them.
+Each event is routed by the tags current in its own transaction: a PutObjectTagging that
+changes them decides the routing of every later event of the object. A topic with
+`include-tags` / `include-metadata` gets them in its events."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import boto3
+import pytest
+import sqlalchemy as sa
+from botocore.config import Config
+
+from ripple.changestream.schema import change_records
+from ripple.events import EventSettings
+from ripple.notifications.registry import Registry
+from ripple.notifications.store import EventingStore
+from ripple.notifications.watcher import routes_of
+from ripple.pipeline.route import route
+from ripple.pipeline.transform import events_of_rows
+from ripple.targets.base import Delivery
+from tests.gateway.conftest import Running, gateway, s3, services  # noqa: F401
+from tests.gateway.test_notification_tags import with_tag_rules
+
+
+@pytest.fixture
+def sns(gateway: Running) -> Any:  # noqa: F811
+    return boto3.client(
+        "sns",
+        endpoint_url=gateway.url,
+        region_name="us-east-1",
+        aws_access_key_id=gateway.key.access_key_id,
+        aws_secret_access_key=gateway.secret,
+        config=Config(retries={"max_attempts": 1}),
+    )
+
+
+def routed(gateway: Running) -> dict[str, list[Delivery]]:  # noqa: F811
+    """Every change record so far, through the transform and routing."""
+    db = gateway.services.db
+    registry = Registry()
+    registry.replace_api(routes_of(EventingStore(db).snapshot()))
+    c = change_records.c
+    with db.engine.connect() as conn:
+        rows = [
+            dict(r._mapping)
+            for r in conn.execute(sa.select(change_records).order_by(c.partition, c.position))
+        ]
+    events = list(events_of_rows(rows, lambda _: "owner", EventSettings()))
+    return route(events, registry, batch_id=1).by_topic
+
+
+def seen(deliveries: list[Delivery]) -> list[tuple[str, str]]:
+    return [(d.attributes["eventName"], d.attributes["key"]) for d in deliveries]
+
+
+def test_events_route_by_the_tags_of_their_transaction(
+    gateway: Running,  # noqa: F811
+    s3: Any,  # noqa: F811
+    sns: Any,
+) -> None:
+    db = gateway.services.db
+    db.eventing = gateway.services.registry.is_eventing
+    prod = sns.create_topic(
+        Name="prod", Attributes={"include-tags": "true", "include-metadata": "true"}
+    )["TopicArn"]
+    plain = sns.create_topic(Name="plain")["TopicArn"]
+    s3.create_bucket(Bucket="photos")
+    every = ["s3:ObjectCreated:*", "s3:ObjectRemoved:*", "s3:ObjectTagging:*"]
+    with_tag_rules(s3, [("env", "prod")])
+    s3.put_bucket_notification_configuration(
+        Bucket="photos",
+        NotificationConfiguration={
+            "TopicConfigurations": [
+                {
+                    "Id": "prod",
+                    "TopicArn": prod,
+                    "Events": every,
+                    "Filter": {"Key": {"FilterRules": [{"Name": "prefix", "Value": ""}]}},
+                },
+                {"Id": "plain", "TopicArn": plain, "Events": every},
+            ]
+        },
+    )
+    dev, production = (
+        {"TagSet": [{"Key": "env", "Value": "dev"}]},
+        {"TagSet": [{"Key": "env", "Value": "prod"}, {"Key": "owner", "Value": "ann"}]},
+    )
+    # a.jpg: made for dev, then tagged prod, then deleted
+    s3.put_object(Bucket="photos", Key="a.jpg", Body=b"a", Tagging="env=dev",
+                  Metadata={"camera": "x100v"})  # fmt: skip
+    s3.put_object_tagging(Bucket="photos", Key="a.jpg", Tagging=production)
+    s3.delete_object(Bucket="photos", Key="a.jpg")
+    # b.jpg: made for prod, then tagged dev, then deleted
+    s3.put_object(Bucket="photos", Key="b.jpg", Body=b"b", Tagging="env=prod")
+    s3.put_object_tagging(Bucket="photos", Key="b.jpg", Tagging=dev)
+    s3.delete_object(Bucket="photos", Key="b.jpg")
+
+    by_topic = routed(gateway)
+    assert seen(by_topic[prod]) == [
+        ("ObjectTagging:Put", "a.jpg"),
+        ("ObjectRemoved:Delete", "a.jpg"),  # the removed row's tags: prod
+        ("ObjectCreated:Put", "b.jpg"),
+    ]
+    assert len(by_topic[plain]) == 6  # every event, without tags or metadata
+
+    tagged, removed, created = (d.event["s3"]["object"] for d in by_topic[prod])
+    tags = [{"key": "env", "val": "prod"}, {"key": "owner", "val": "ann"}]
+    camera = [{"key": "x-amz-meta-camera", "val": "x100v"}]
+    assert (tagged["tags"], tagged["metadata"]) == (tags, camera)
+    assert (removed["tags"], removed["metadata"]) == (tags, camera)
+    assert (created["tags"], created["metadata"]) == ([{"key": "env", "val": "prod"}], [])
+    assert {d.event["s3"]["configurationId"] for d in by_topic[prod]} == {"prod"}
+    for delivery in by_topic[plain]:
+        assert "tags" not in delivery.event["s3"]["object"]
+        assert "metadata" not in delivery.event["s3"]["object"]
