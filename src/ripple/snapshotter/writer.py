@@ -22,7 +22,6 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from pathlib import Path
 from typing import Any
 
 import orjson
@@ -34,6 +33,7 @@ from ripple.snapshotter.pages import CONTENT_TYPES, encode_events, extension
 from ripple.snapshotter.proto import PageMetadata
 from ripple.snapshotter.settings import SnapshotterSettings
 from ripple.snapshotter.storage import Storage, StorageError
+from ripple.snapshotter.storage.filesystem import FilesystemStorage
 
 __all__ = ["BackendHealth", "PageWriter", "Stopped"]
 
@@ -166,8 +166,8 @@ class PageWriter:
     def _dead_letter(self, key: str, data: bytes, page: Page, error: str) -> None:
         root = self.settings.dead_letter_path
         path = root / key
-        path.parent.mkdir(parents=True, exist_ok=True)
-        _write_durably(path, data)
+        # the same all-or-nothing write as the filesystem storage's
+        FilesystemStorage(root).put(key, data, CONTENT_TYPES[self.settings.format], {})
         line = {
             "key": key,
             "writer_id": page.writer_id,
@@ -231,12 +231,3 @@ class PageWriter:
     @property
     def index_queue_length(self) -> int:
         return len(self._index_queue)
-
-
-def _write_durably(path: Path, data: bytes) -> None:
-    tmp = path.with_name(f".tmp-{path.name}")
-    with tmp.open("wb") as f:
-        f.write(data)
-        f.flush()
-        os.fsync(f.fileno())
-    tmp.replace(path)

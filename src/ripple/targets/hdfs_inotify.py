@@ -31,22 +31,18 @@ txid. A delivery that is not an S3 event record (the
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from datetime import datetime
 from typing import Any
 
 import orjson
 
 from ripple.events.keys import decode_key
+from ripple.events.sequencer import timestamp_ns
 from ripple.targets.base import OK, Delivery, Result, Target
 
 __all__ = ["FORMAT", "HdfsInotifyTarget", "inotify_batch", "inotify_events"]
 
 FORMAT = "hdfs-inotify"
 _SEQUENCER_DIGITS = 24  # 16 hex digits of commit ns, then 8 of the event's ordinal
-
-
-def _millis(event_time: str) -> int:
-    return int(datetime.fromisoformat(event_time.replace("Z", "+00:00")).timestamp() * 1000)
 
 
 def _path(bucket: str, encoded_key: str) -> str:
@@ -60,7 +56,7 @@ def inotify_events(record: Mapping[str, Any]) -> list[dict[str, Any]]:
     bucket = s3["bucket"]["name"]
     obj = s3["object"]
     path = _path(bucket, obj["key"])
-    when = _millis(record["eventTime"])
+    when = timestamp_ns(record["eventTime"]) // 1_000_000
     kind, _, _ = name.partition(":")
     if path.endswith("/") and path.count("/") > 2:  # a "directory" key, e.g. albums/
         path, directory = path.rstrip("/"), True

@@ -13,8 +13,8 @@ from __future__ import annotations
 
 import time
 from collections.abc import Mapping, Sequence
-from datetime import datetime
 
+from ripple.events.sequencer import timestamp_ns
 from ripple.snapshotter import shared
 from ripple.snapshotter.service import Publish, Snapshotter
 from ripple.snapshotter.wal import WalError
@@ -61,7 +61,7 @@ def _event_time(delivery: Delivery) -> int:
     """The event record's `eventTime` in Unix milliseconds; now if it has none."""
     try:
         text = delivery.event["eventTime"]
-        return int(datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp() * 1000)
+        return timestamp_ns(text) // 1_000_000
     except (KeyError, TypeError, ValueError):
         return time.time_ns() // 1_000_000
 
