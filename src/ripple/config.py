@@ -39,6 +39,8 @@ class Settings:
     s3_domain: str = ""  # virtual-hosted-style requests: BUCKET.<domain>
     delete_rate: str = "100"  # delete operations per second per project (token bucket)
     delete_burst: str = "200"
+    max_rename_keys: str = "1000"  # keys one prefix rename may move
+    lifecycle_interval: str = "3600"  # seconds between lifecycle runs in `ripple up`; 0: none
     region: str = ""
     spark_master: str = "local[*]"
     bucket_eventing_buckets: str = ""
@@ -106,6 +108,8 @@ _KEYS: dict[str, tuple[str, str]] = {
     "s3.domain": ("s3_domain", "RIPPLE_S3_DOMAIN"),
     "s3.delete-rate": ("delete_rate", "RIPPLE_S3_DELETE_RATE"),
     "s3.delete-burst": ("delete_burst", "RIPPLE_S3_DELETE_BURST"),
+    "s3.max-rename-keys": ("max_rename_keys", "RIPPLE_S3_MAX_RENAME_KEYS"),
+    "lifecycle.interval": ("lifecycle_interval", "RIPPLE_LIFECYCLE_INTERVAL"),
     "spark.master": ("spark_master", "RIPPLE_SPARK_MASTER"),
     "bucket-eventing.buckets": ("bucket_eventing_buckets", "RIPPLE_BUCKET_EVENTING_BUCKETS"),
     "mode": ("mode", "RIPPLE_MODE"),
@@ -120,6 +124,8 @@ _KEYS: dict[str, tuple[str, str]] = {
 }
 # keys whose value is true or false (a TOML boolean, or a string such as "true" or "0")
 _FLAGS = {"topics.allow-secrets-in-cleartext"}
+# keys whose value is a whole number (a TOML integer, or a string of digits)
+_INTEGERS = {"s3.max-rename-keys", "lifecycle.interval"}
 _TRUE = ("true", "yes", "on", "1")
 _FALSE = ("false", "no", "off", "0", "")
 _MODES = ("dev", "production")
@@ -170,6 +176,8 @@ def _from_file(path: Path) -> dict[str, Any]:
             value = ",".join(str(v) for v in value)
         if isinstance(value, bool) and key in _FLAGS:
             value = "true" if value else "false"
+        if isinstance(value, int) and not isinstance(value, bool) and key in _INTEGERS:
+            value = str(value)
         if not isinstance(value, str):
             raise ConfigError(f"{path}: {key} must be a string, got {type(value).__name__}")
         values[_KEYS[key][0]] = value
@@ -250,6 +258,16 @@ def load_settings(
             ok = False
         if not ok:
             raise ConfigError(f"{name} must be a positive number, got {value!r}")
+    if not settings.max_rename_keys.isdigit() or int(settings.max_rename_keys) < 1:
+        raise ConfigError(
+            "s3.max-rename-keys (RIPPLE_S3_MAX_RENAME_KEYS) must be a positive whole number, "
+            f"got {settings.max_rename_keys!r}"
+        )
+    if not settings.lifecycle_interval.isdigit():
+        raise ConfigError(
+            "lifecycle.interval (RIPPLE_LIFECYCLE_INTERVAL) must be a whole number of seconds "
+            f"(0: no scheduled lifecycle runs), got {settings.lifecycle_interval!r}"
+        )
     if not settings.event_source or any(c.isspace() for c in settings.event_source):
         raise ConfigError("events.source (RIPPLE_EVENT_SOURCE) must be non-empty, without spaces")
     if not re.fullmatch(r"[a-z0-9-]+", settings.arn_partition):

@@ -364,7 +364,9 @@ def object_keys(site: Site) -> list[str]:
         return [bytes(r.object_key).decode() for r in rows]
 
 
-def test_metabase_expire_deletes_expired_objects_without_change_records(site: Site) -> None:
+def test_metabase_expire_deletes_expired_objects_as_system_transactions(site: Site) -> None:
+    """Since 0012 bucket_eventing records expirations (they are LifecycleExpiration events):
+    the TTL delete is one DELETE in a system transaction tagged ttl-delete."""
     past = datetime.now(UTC) - timedelta(minutes=5)
     site.put(site.photos, "expired", expires_at=past)
     site.put(site.photos, "kept", expires_at=datetime.now(UTC) + timedelta(days=1))
@@ -385,8 +387,12 @@ def test_metabase_expire_deletes_expired_objects_without_change_records(site: Si
             (site.p_photos, "INSERT", site.photos, "expired"),
             (site.p_photos, "INSERT", site.photos, "kept"),
             (site.p_docs, "INSERT", site.docs, "forever"),
+            (site.p_photos, "DELETE", site.photos, "expired"),
         ]
     )
+    [expiry] = [r for r in records if r["mod_type"] == "DELETE"]
+    assert expiry["is_system_transaction"] is True
+    assert json.loads(expiry["transaction_tag"])["operation"] == "ttl-delete"
 
 
 def test_changestream_prune_reports_how_many_it_deleted(site: Site) -> None:
@@ -400,7 +406,11 @@ def test_changestream_prune_reports_how_many_it_deleted(site: Site) -> None:
     assert result.returncode == 0, result.stderr
     assert "pruned 2 change records of bucket_eventing" in result.stdout
     with site.db.read() as conn:
-        left = conn.execute(sa.select(sa.func.count()).select_from(change_records)).scalar()
+        left = conn.execute(
+            sa.select(sa.func.count())
+            .select_from(change_records)
+            .where(change_records.c.stream_name == "bucket_eventing")
+        ).scalar()
     assert left == 1
     assert [c[3] for c in changes(site.tail("--no-follow"))] == ["new"]
 

@@ -72,14 +72,28 @@ def test_bucket_eventing_as_migrated(db: Metabase) -> None:
     with db.read() as conn:
         [stream] = [d for d in load_definitions(conn) if d.name == "bucket_eventing"]
         first = conn.execute(
-            sa.select(change_streams.c.columns).where(change_streams.c.version == 1)
+            sa.select(change_streams.c.columns).where(
+                change_streams.c.name == "bucket_eventing", change_streams.c.version == 1
+            )
         ).scalar_one()
     assert first == ["status", "total_plain_size"]  # 0002, as DESIGN.md defines it
-    # 0003 added stream_id, 0009 user_metadata, 0010 tags (and records tag changes)
-    assert stream.columns == ("status", "total_plain_size", "stream_id", "user_metadata", "tags")
-    assert stream.version == 4
+    # 0003 added stream_id, 0009 user_metadata, 0010 tags (and records tag changes), 0011
+    # the ACL and the lock settings, 0012 expirations
+    assert stream.columns == (
+        "status",
+        "total_plain_size",
+        "stream_id",
+        "user_metadata",
+        "tags",
+        "acl",
+        "retention_mode",
+        "retain_until",
+        "legal_hold",
+        "etag",
+    )
+    assert stream.version == 6
     assert stream.options == StreamOptions(
-        exclude_ttl_deletes=True,
+        exclude_ttl_deletes=False,  # since 0012: expirations are events
         exclude_update=False,
         allow_txn_exclusion=True,
         value_capture_type=ValueCaptureType.NEW_ROW_AND_OLD_VALUES,
@@ -103,7 +117,7 @@ def test_create_change_stream_refuses(
         create_change_stream(conn, name, objects, columns, partitions=partitions)
     with db.read() as conn:
         names = {d.name for d in load_definitions(conn)}
-    assert names == {"bucket_eventing"}  # nothing was created
+    assert names == {"bucket_eventing", "project_eventing"}  # nothing was created
 
 
 def test_alter_refuses_unknown_stream_and_bad_options(db: Metabase) -> None:
@@ -112,8 +126,8 @@ def test_alter_refuses_unknown_stream_and_bad_options(db: Metabase) -> None:
     with pytest.raises(ChangeStreamError, match="out of range"), db.write() as conn:
         alter_change_stream(conn, "bucket_eventing", objects, options={"retention_period": "40d"})
     with db.read() as conn:
-        [stream] = load_definitions(conn)
-    assert stream.version == 4
+        [stream] = [d for d in load_definitions(conn) if d.name == "bucket_eventing"]
+    assert stream.version == 6
 
 
 @pytest.fixture(params=["sqlite", pytest.param("postgresql", marks=pytest.mark.postgresql)])
@@ -132,23 +146,31 @@ def test_later_migration_steps_change_the_records(fresh_url: str) -> None:
     db = Metabase(fresh_url, eventing=lambda _project, bucket: bucket == "photos")
     try:
         upgrade(db, "0002")
+        # today's code reads and writes columns later steps add (0010 objects.tags, 0011
+        # the ACLs and lifecycle): lend the 0002 schema those columns while it writes, and
+        # take them back before upgrading
+        lent = [
+            ("objects", "tags"),
+            ("objects", "acl"),
+            ("buckets", "acl"),
+            ("buckets", "lifecycle"),
+        ]
+        with db.engine.begin() as conn:
+            for table, column in lent:
+                conn.exec_driver_sql(f"ALTER TABLE {table} ADD COLUMN {column} JSON")
         project = create_project(db, "p")
         create_bucket(db, BucketLocation(project.id, "photos"))
         loc = ObjectLocation(project.id, "photos", "a.jpg")
-
-        # today's code reads and writes objects.tags, which 0010 adds: lend the 0002 schema
-        # that column while it writes, and take it back before upgrading
-        with db.engine.begin() as conn:
-            conn.exec_driver_sql("ALTER TABLE objects ADD COLUMN tags JSON")
         commit_inline_object(db, loc, b"1", etag="e1")
         with db.engine.begin() as conn:
-            conn.exec_driver_sql("ALTER TABLE objects DROP COLUMN tags")
+            for table, column in lent:
+                conn.exec_driver_sql(f"ALTER TABLE {table} DROP COLUMN {column}")
         [v1] = read_all(db)
         assert v1["mods"][0]["new_values"] == {"status": 3, "total_plain_size": 1}
         assert [c["name"] for c in v1["column_types"]][4:] == ["status", "total_plain_size"]
 
         upgrade(db)
-        assert head_revision() == "0010"
+        assert head_revision() == "0013"
         second = commit_inline_object(db, loc, b"22", etag="e2").object
         records = read_all(db)
         assert records[0] == v1  # unchanged by the migration
@@ -159,6 +181,11 @@ def test_later_migration_steps_change_the_records(fresh_url: str) -> None:
             "stream_id": str(second.stream_id),
             "user_metadata": None,
             "tags": None,
+            "acl": None,
+            "retention_mode": None,
+            "retain_until": None,
+            "legal_hold": False,
+            "etag": "e2",
         }
         assert [c["name"] for c in insert["column_types"]][4:] == [
             "status",
@@ -166,6 +193,11 @@ def test_later_migration_steps_change_the_records(fresh_url: str) -> None:
             "stream_id",
             "user_metadata",
             "tags",
+            "acl",
+            "retention_mode",
+            "retain_until",
+            "legal_hold",
+            "etag",
         ]
         assert records[-2]["mod_type"] == "DELETE"  # the overwrite's DELETE, with old values
         assert records[-2]["mods"][0]["old_values"]["total_plain_size"] == 1
@@ -180,3 +212,12 @@ def test_later_migration_steps_change_the_records(fresh_url: str) -> None:
         assert after[0]["mods"][0]["new_values"]["stream_id"] == str(third.stream_id)
     finally:
         db.dispose()
+
+
+def test_project_eventing_as_migrated(db: Metabase) -> None:
+    """0013: the buckets table's own stream, one partition, every transaction recorded."""
+    with db.read() as conn:
+        [stream] = [d for d in load_definitions(conn) if d.name == "project_eventing"]
+    assert (stream.table, stream.partitions, stream.version) == ("buckets", 1, 1)
+    assert stream.columns == ("versioning", "object_lock_enabled", "created_at")
+    assert stream.options == StreamOptions(exclude_update=True, allow_txn_exclusion=False)

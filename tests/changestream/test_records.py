@@ -24,13 +24,15 @@ from ripple.metabase import (
     commit_inline_object,
     commit_object,
     copy_object,
+    create_bucket,
+    delete_bucket,
     delete_object,
     delete_object_version,
     delete_objects,
     put_object_legal_hold,
     put_object_retention,
 )
-from ripple.metabase.errors import InvalidArgument
+from ripple.metabase.errors import BucketNotEmpty, InvalidArgument
 from ripple.metabase.expire import expire_objects
 from ripple.metabase.rows import insert_rows, start_key_write
 from ripple.metabase.types import Object, Status
@@ -61,6 +63,13 @@ def _values(obj: Object) -> dict[str, object]:
         "stream_id": str(obj.stream_id),
         "user_metadata": obj.user_metadata or None,
         "tags": obj.tags or None,
+        "acl": obj.acl,
+        "retention_mode": None if obj.retention is None else int(obj.retention.mode),
+        "retain_until": None
+        if obj.retention is None
+        else obj.retention.retain_until.isoformat().replace("+00:00", "Z"),
+        "legal_hold": obj.legal_hold,
+        "etag": obj.etag,
     }
 
 
@@ -101,8 +110,13 @@ def test_put_writes_one_insert_record(world: World, eventing: Eventing) -> None:
         "stream_id",
         "user_metadata",
         "tags",
+        "acl",
+        "retention_mode",
+        "retain_until",
+        "legal_hold",
+        "etag",
     ]
-    assert [c["is_primary_key"] for c in record["column_types"]] == [True] * 4 + [False] * 5
+    assert [c["is_primary_key"] for c in record["column_types"]] == [True] * 4 + [False] * 10
     assert {c["name"]: c["type"]["code"] for c in record["column_types"]}["version"] == "INT64"
     assert tag_of(record) == {"operation": "put", "etag": hashlib.md5(b"hello").hexdigest()}
 
@@ -329,13 +343,30 @@ def test_read_only_transaction_cannot_set_exclusion(db: Metabase) -> None:
         pass
 
 
-def test_lock_setting_updates_are_excluded(world: World, eventing: Eventing) -> None:
+def test_lock_setting_changes_are_recorded_once_each(world: World, eventing: Eventing) -> None:
+    """Since 0011 bucket_eventing watches the lock settings: each change is one UPDATE in
+    a transaction tagged with its operation; setting what is already set records nothing,
+    and a bucket without eventing records nothing either."""
     bucket = world.bucket("locked", lock=True)
+    quiet = world.bucket("quiet", lock=True)
     eventing.enable(world.project.id, "locked")
-    world.put(bucket, "a")
-    put_object_legal_hold(world.db, world.loc(bucket, "a"), True)
-    put_object_retention(world.db, world.loc(bucket, "a"), world.governance())
-    assert [r["mod_type"] for r in read_all(world.db)] == ["INSERT"]
+    obj = world.put(bucket, "a")
+    world.put(quiet, "a")
+    for where in (bucket, quiet):
+        put_object_legal_hold(world.db, world.loc(where, "a"), True)
+        put_object_legal_hold(world.db, world.loc(where, "a"), True)  # no change
+        put_object_retention(world.db, world.loc(where, "a"), world.governance())
+    records = read_all(world.db)
+    assert [r["mod_type"] for r in records] == ["INSERT", "UPDATE", "UPDATE"]
+    assert {m["keys"]["bucket_name"] for r in records for m in r["mods"]} == {"locked"}
+    hold, retention = records[1], records[2]
+    assert hold["mods"][0]["old_values"] == {"legal_hold": False}
+    assert hold["mods"][0]["new_values"]["legal_hold"] is True
+    assert tag_of(hold)["operation"] == "put-object-legal-hold"
+    assert tag_of(hold)["etag"] == obj.etag
+    assert retention["mods"][0]["old_values"] == {"retention_mode": None, "retain_until": None}
+    assert retention["mods"][0]["new_values"]["retention_mode"] == 1  # GOVERNANCE
+    assert tag_of(retention)["operation"] == "put-object-retention"
 
 
 def test_update_records_follow_the_value_capture_type(
@@ -423,7 +454,8 @@ def test_ttl_deletes_are_system_transactions(
     assert expire_objects(world.db).deleted == 1
     assert world.rows() == []
 
-    assert [r["mod_type"] for r in read_all(world.db)] == ["INSERT"]  # bucket_eventing excludes
+    # bucket_eventing records expirations since 0012 (LifecycleExpiration events)
+    assert [r["mod_type"] for r in read_all(world.db)] == ["INSERT", "DELETE"]
     records = read_all(world.db, stream)
     if exclude_ttl:
         assert [r["mod_type"] for r in records] == ["INSERT"]
@@ -455,6 +487,49 @@ def test_records_are_stored_compactly(world: World, eventing: Eventing) -> None:
     eventing.enable(world.project.id, "photos")
     world.put(bucket, "a")
     with world.db.read() as conn:
-        raw = conn.execute(sa.text("SELECT mods FROM change_records")).scalar_one()
+        raw = conn.execute(
+            sa.text("SELECT mods FROM change_records WHERE stream_name = 'bucket_eventing'")
+        ).scalar_one()
     assert ", " not in raw
     assert json.loads(raw)[0]["keys"]["object_key"] == "a"
+
+
+def test_buckets_are_recorded_in_project_eventing(world: World) -> None:
+    """CreateBucket and DeleteBucket write one record each to `project_eventing` (no
+    eventing needed: the stream excludes no transaction), with the request's tag; a refused
+    DeleteBucket (not empty) and the bucket's objects write nothing there."""
+    tag = TransactionTag(request_id="R1", principal="P1", source_ip="192.0.2.7")
+    loc = BucketLocation(world.project.id, "photos")
+    create_bucket(world.db, loc, object_lock_enabled=True, tag=tag)
+    world.put(loc, "a")
+    with pytest.raises(BucketNotEmpty):
+        delete_bucket(world.db, loc)
+    delete_object(world.db, world.loc(loc, "a"))  # a delete marker: still not empty
+    records = read_all(world.db, "project_eventing")
+    assert [r["mod_type"] for r in records] == ["INSERT"]
+    [created] = records
+    assert created["table_name"] == "buckets"
+    assert created["mods"] == [
+        {
+            "keys": {"project_id": str(world.project.id), "name": "photos"},
+            "new_values": {
+                "versioning": 1,
+                "object_lock_enabled": True,
+                "created_at": created["mods"][0]["new_values"]["created_at"],
+            },
+            "old_values": {},
+        }
+    ]
+    assert tag_of(created) == {
+        "operation": "create-bucket",
+        "request_id": "R1",
+        "principal": "P1",
+        "source_ip": "192.0.2.7",
+    }
+    empty = BucketLocation(world.project.id, "empty")
+    create_bucket(world.db, empty)
+    delete_bucket(world.db, empty, tag=TransactionTag(request_id="R2"))
+    *_, removed = read_all(world.db, "project_eventing")
+    assert removed["mod_type"] == "DELETE"
+    assert removed["mods"][0]["old_values"]["versioning"] == 0
+    assert tag_of(removed) == {"operation": "delete-bucket", "request_id": "R2"}

@@ -88,15 +88,18 @@ def test_put_get_ls_la_and_info(endpoint: Endpoint, s3: Any, tmp_path: Path) -> 
         {"s3://sc-files/hello.txt": 17, "s3://sc-other/copy.txt": 17},
     )
 
-    # info reads the object's headers, then asks for its bucket's policy and CORS and its
-    # ACL: ripple answers those 501 NotImplemented, and s3cmd shows them as "none"
+    # info reads the object's headers, then asks for its bucket's policy and CORS (ripple
+    # answers those 501 NotImplemented, and s3cmd shows them as "none") and its ACL: the
+    # owner's FULL_CONTROL (private)
     about = info_fields(s3cmd("info", "s3://sc-files/dir/data.bin"))
     assert about["File size"] == "300000"
     assert about["MD5 sum"] == hashlib.md5(data).hexdigest()
-    assert (about["Policy"], about["CORS"], about["ACL"]) == ("none", "none", "none")
+    assert (about["Policy"], about["CORS"]) == ("none", "none")
+    assert about["ACL"].endswith(": FULL_CONTROL"), about["ACL"]
     bucket = info_fields(s3cmd("info", "s3://sc-files"))
     assert bucket["Location"] == "us-east-1"
-    assert (bucket["Policy"], bucket["CORS"], bucket["ACL"]) == ("none", "none", "none")
+    assert (bucket["Policy"], bucket["CORS"]) == ("none", "none")
+    assert bucket["ACL"].endswith(": FULL_CONTROL"), bucket["ACL"]
 
 
 @SQLITE_ONLY

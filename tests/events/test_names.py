@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from ripple.events import ALL_EVENT_NAMES, event_name, is_created, matches, tagging_event_name
+from ripple.events.names import event_version, update_event_names
 
 
 @pytest.mark.parametrize(
@@ -28,6 +29,12 @@ from ripple.events import ALL_EVENT_NAMES, event_name, is_created, matches, tagg
         ("DELETE", 1, "put", None),
         ("DELETE", None, "put", "ObjectRemoved:Delete"),  # no old values: documented
         ("UPDATE", 3, "put", None),
+        ("DELETE", 3, "lifecycle-expiration", "LifecycleExpiration:Delete"),
+        ("DELETE", 5, "lifecycle-expiration", "LifecycleExpiration:Delete"),  # a marker
+        ("DELETE", 1, "lifecycle-expiration", None),  # an aborted upload
+        ("INSERT", 5, "lifecycle-expiration", "LifecycleExpiration:DeleteMarkerCreated"),
+        ("INSERT", 6, "lifecycle-expiration", "LifecycleExpiration:DeleteMarkerCreated"),
+        ("INSERT", 3, "lifecycle-expiration", None),
         ("UPDATE", None, None, None),
         ("DELETE", 2, None, None),  # not a status
     ],
@@ -36,8 +43,23 @@ def test_event_name(mod_type: str, status: int | None, operation: str | None, na
     assert event_name(mod_type, status, operation) == name
 
 
-def test_all_names_are_created_removed_or_tagging() -> None:
-    assert len(set(ALL_EVENT_NAMES)) == 8
+def test_all_names_by_family_and_version() -> None:
+    families: dict[str, list[str]] = {}
+    for name in ALL_EVENT_NAMES:
+        families.setdefault(name.split(":")[0], []).append(name)
+    assert {family: len(names) for family, names in families.items()} == {
+        "ObjectCreated": 4,
+        "ObjectRemoved": 2,
+        "ObjectTagging": 2,
+        "ObjectAcl": 1,
+        "ObjectMetadata": 1,
+        "ObjectRenamed": 1,
+        "LifecycleExpiration": 2,
+    }
+    old = {"ObjectCreated", "ObjectRemoved"}
+    assert {n: event_version(n) for n in ALL_EVENT_NAMES} == {
+        n: "2.1" if n.split(":")[0] in old else "2.3" for n in ALL_EVENT_NAMES
+    }
     assert [n for n in ALL_EVENT_NAMES if n.startswith("ObjectTagging:")] == [
         "ObjectTagging:Put",
         "ObjectTagging:Delete",
@@ -96,3 +118,36 @@ def test_matches(pattern: str, name: str, expected: bool) -> None:
 )
 def test_tagging_event_name(status: int | None, tags_after: object, name: str | None) -> None:
     assert tagging_event_name(status, tags_after) == name
+
+
+@pytest.mark.parametrize(
+    ("changed", "status", "new_values", "operation", "names"),
+    [
+        ({"tags"}, 3, {"tags": {"a": "1"}}, None, ["ObjectTagging:Put"]),
+        ({"tags"}, 4, {"tags": None}, None, ["ObjectTagging:Delete"]),
+        ({"acl"}, 3, {"acl": {"grants": []}}, None, ["ObjectAcl:Put"]),
+        ({"legal_hold"}, 4, {}, None, ["ObjectMetadata:Update"]),
+        ({"retention_mode", "retain_until"}, 4, {}, None, ["ObjectMetadata:Update"]),
+        ({"tags", "acl"}, 3, {"tags": {}}, None, ["ObjectTagging:Delete", "ObjectAcl:Put"]),
+        ({"user_metadata"}, 3, {}, None, []),  # not a change S3 can make in place
+        ({"acl"}, 5, {}, None, []),  # a delete marker has no ACL
+        ({"acl"}, 1, {}, None, []),  # nor has a pending upload
+        # without old values the operation says what changed
+        (None, 4, {"tags": None, "acl": None}, "put-object-acl", ["ObjectAcl:Put"]),
+        (None, 4, {"legal_hold": True}, "put-object-legal-hold", ["ObjectMetadata:Update"]),
+        (None, 4, {"retention_mode": 1}, "put-object-retention", ["ObjectMetadata:Update"]),
+        (None, 4, {"tags": {"a": "1"}}, "put-object-tagging", ["ObjectTagging:Put"]),
+        # ...and without an operation a change of tags is assumed when they are named
+        (None, None, {"tags": {"a": "1"}}, None, ["ObjectTagging:Put"]),
+        (None, None, {"legal_hold": True}, None, []),
+    ],
+)
+def test_update_event_names(
+    changed: set[str] | None,
+    status: int | None,
+    new_values: dict[str, object],
+    operation: str | None,
+    names: list[str],
+) -> None:
+    known = None if changed is None else frozenset(changed)
+    assert update_event_names(known, status, new_values, operation) == names

@@ -278,7 +278,11 @@ def test_the_gateway_records_changes_once_the_bucket_has_a_notification(
     with db.read() as conn:
         tags = [
             orjson.loads(row.transaction_tag)
-            for row in conn.execute(sa.select(change_records.c.transaction_tag))
+            for row in conn.execute(
+                sa.select(change_records.c.transaction_tag).where(
+                    change_records.c.stream_name == "bucket_eventing"
+                )
+            )
         ]
     assert [t["request_id"] for t in tags] == [put["ResponseMetadata"]["RequestId"]]
 

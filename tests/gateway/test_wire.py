@@ -159,7 +159,11 @@ def test_request_context_goes_into_the_change_stream(gateway: Any, s3: Any) -> N
     with db.read() as conn:
         tags = [
             json.loads(row.transaction_tag)
-            for row in conn.execute(sa.select(change_records.c.transaction_tag))
+            for row in conn.execute(
+                sa.select(change_records.c.transaction_tag).where(
+                    change_records.c.stream_name == "bucket_eventing"
+                )
+            )
         ]
     assert len(tags) == 1
     tag = tags[0]

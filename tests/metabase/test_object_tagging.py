@@ -208,6 +208,11 @@ def test_a_tag_change_writes_one_update_record(world: World) -> None:
         "total_plain_size": 5,
         "stream_id": str(obj.stream_id),
         "user_metadata": None,
+        "acl": None,
+        "retention_mode": None,
+        "retain_until": None,
+        "legal_hold": False,
+        "etag": obj.etag,
     }
     assert put["mods"] == [
         {

@@ -157,7 +157,18 @@ def test_every_event_type_ripple_knows_is_accepted() -> None:
         "s3:ObjectTagging:*",
         "s3:ObjectTagging:Put",
         "s3:ObjectTagging:Delete",
+        "s3:ObjectAcl:*",
+        "s3:ObjectAcl:Put",
+        "s3:ObjectMetadata:*",
+        "s3:ObjectMetadata:Update",
+        "s3:ObjectRenamed:*",
+        "s3:ObjectRenamed:Rename",
+        "s3:LifecycleExpiration:*",
+        "s3:LifecycleExpiration:Delete",
+        "s3:LifecycleExpiration:DeleteMarkerCreated",
     }
+    # bucket events are a topic's (`project-events`), not a bucket notification's
+    assert not any(t.startswith("s3:Bucket") for t in EVENT_TYPES)
 
 
 def test_tagging_event_types_select_only_tagging_events() -> None:
@@ -385,7 +396,8 @@ def test_eventbridge_is_not_implemented() -> None:
 @pytest.mark.parametrize(
     "event",
     [
-        "s3:ObjectAcl:Put",  # an S3 type ripple never emits
+        "s3:ObjectRestore:Post",  # an S3 type ripple never emits
+        "s3:BucketCreated:*",  # a project-wide notification's, not a bucket's
         "s3:ObjectRestore:*",
         "s3:*",
         "s3:ObjectCreated:Bogus",

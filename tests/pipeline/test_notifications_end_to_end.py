@@ -342,3 +342,65 @@ def test_s3tags_rule_end_to_end(
         "up/prod.txt": [{"key": "b", "val": "2"}, {"key": "env", "val": "prod"}],
         "up/last.txt": [{"key": "env", "val": "prod"}],
     }
+
+
+def test_renames_acls_and_bucket_events_end_to_end(
+    spark: SparkSession,
+    gateway: Running,  # noqa: F811
+    s3: Any,  # noqa: F811
+    sns: Any,
+    hook: Receiver,
+    tmp_path: Path,
+) -> None:
+    """Through the running pipeline: a topic with `rename-events=single` gets a RenameObject
+    as one `ObjectRenamed:Rename`, and a changed ACL as `ObjectAcl:Put`; a topic with
+    `project-events` gets the project's CreateBucket and DeleteBucket as `BucketCreated:Put`
+    and `BucketRemoved:Delete` (the job's second query, over `project_eventing`)."""
+    db = gateway.services.db
+    db.eventing = gateway.services.registry.is_eventing
+    files = sns.create_topic(
+        Name="files", Attributes={"push-endpoint": hook.url, "rename-events": "single"}
+    )["TopicArn"]
+    sns.create_topic(
+        Name="project",
+        Attributes={
+            "push-endpoint": hook.url,
+            "project-events": "s3:BucketCreated:*,s3:BucketRemoved:*",
+        },
+    )
+    s3.create_bucket(Bucket="files")
+    events_wanted = ["s3:ObjectCreated:*", "s3:ObjectRenamed:*", "s3:ObjectAcl:*"]
+    s3.put_bucket_notification_configuration(
+        Bucket="files",
+        NotificationConfiguration={
+            "TopicConfigurations": [{"Id": "files", "TopicArn": files, "Events": events_wanted}]
+        },
+    )
+
+    def names() -> list[tuple[str, str, str]]:
+        return [
+            (r["eventName"], r["s3"]["bucket"]["name"], r["s3"]["object"]["key"])
+            for r in hook.records()
+        ]
+
+    with pipeline(db, tmp_path / "checkpoint"):
+        s3.put_object(Bucket="files", Key="a.txt", Body=b"hello")
+        s3.rename_object(Bucket="files", Key="b.txt", RenameSource="files/a.txt")
+        s3.put_object_acl(Bucket="files", Key="b.txt", ACL="public-read")
+        s3.create_bucket(Bucket="scratch")
+        s3.delete_bucket(Bucket="scratch")
+        wait_for(lambda: len(names()) >= 6, what="the object and bucket events")
+
+    assert sorted(names()) == [
+        ("BucketCreated:Put", "files", ""),  # made after the topic: recorded, then sent
+        ("BucketCreated:Put", "scratch", ""),
+        ("BucketRemoved:Delete", "scratch", ""),
+        ("ObjectAcl:Put", "files", "b.txt"),
+        ("ObjectCreated:Put", "files", "a.txt"),
+        ("ObjectRenamed:Rename", "files", "b.txt"),
+    ]
+    by_name = {r["eventName"]: r for r in hook.records()}
+    assert by_name["ObjectRenamed:Rename"]["s3"]["object"]["renameFromKey"] == "a.txt"
+    assert by_name["BucketRemoved:Delete"]["s3"]["configurationId"] == "ProjectEvents"
+    owner = str(gateway.key.project_public_id)
+    assert by_name["BucketCreated:Put"]["userIdentity"]["principalId"] == owner

@@ -10,7 +10,7 @@ import uuid
 
 from ripple.metabase import Metabase, create_project
 from ripple.notifications.configuration import Notification
-from ripple.notifications.registry import Registry
+from ripple.notifications.registry import PROJECT_WIDE, Registry
 from ripple.notifications.store import EventingStore, topic_arn
 from ripple.notifications.topics import Topic
 from ripple.pipeline.deliver import Deliverer, RetryPolicy, Unopened
@@ -205,5 +205,34 @@ def test_a_topics_include_arguments_reach_its_routes(db: Metabase) -> None:
         assert reconfigurer.check() is True
         [destination] = registry.destinations(alice.id, "photos")
         assert (destination.include_tags, destination.include_metadata) == (False, True)
+    finally:
+        deliverer.close()
+
+
+def test_rename_and_project_event_arguments_reach_the_routes(db: Metabase) -> None:
+    """`rename-events` reaches the destinations of the topic's notifications; a topic with
+    `project-events` becomes a project-wide destination of its own project (bucket events),
+    and stops being one when the argument goes."""
+    alice = create_project(db, "alice")
+    store, registry, reconfigurer, deliverer = setup(db)
+    arn = topic_arn("us-east-1", str(alice.public_id), "photos")
+    try:
+        store.put_topic(alice.id, "photos", arn, "none", {"rename-events": "single"}, "alice")
+        store.put_notifications(
+            alice.id, "photos", [Notification("n", arn, ("s3:ObjectCreated:*",))], "alice"
+        )
+        store.put_topic(
+            alice.id, "all", arn + "-all", "none", {"project-events": "s3:BucketCreated:*"}, "alice"
+        )
+        assert reconfigurer.check() is True
+        [destination] = registry.destinations(alice.id, "photos")
+        assert destination.rename_events == "single"
+        [project] = registry.destinations(alice.id, PROJECT_WIDE)
+        assert (project.topic, project.events) == (arn + "-all", ("s3:BucketCreated:*",))
+        assert project.wants("BucketCreated:Put", "")
+        assert not project.wants("BucketRemoved:Delete", "")
+        store.put_topic(alice.id, "all", arn + "-all", "none", {}, "alice")
+        assert reconfigurer.check() is True
+        assert registry.destinations(alice.id, PROJECT_WIDE) == []
     finally:
         deliverer.close()

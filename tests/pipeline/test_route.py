@@ -9,7 +9,7 @@ from typing import Any
 
 import orjson
 
-from ripple.notifications.registry import Destination, Registry
+from ripple.notifications.registry import PROJECT_WIDE, Destination, Registry
 from ripple.pipeline import metrics
 from ripple.pipeline.route import event_attributes, route
 
@@ -212,3 +212,62 @@ def test_asked_for_tags_an_object_without_any_gets_an_empty_list_and_unknown_one
     assert "metadata" not in second.event["s3"]["object"]
     assert second.message == unknown["message"].replace(b"ObjectEvents", b"t")
     assert len(routed) == 2
+
+
+def test_bucket_events_go_only_to_project_wide_destinations() -> None:
+    """A bucket event goes to its project's project-wide destinations, never to a bucket's
+    notifications; with none it is dropped without counting as unrouted (opt-in), and an
+    object event never goes to a project-wide destination."""
+    created = {**row(""), "event_name": "BucketCreated:Put", "event_id": "b0-1"}
+    registry = Registry()
+    registry.set_bucket(PROJECT, "photos", [Destination("bucket-topic")])
+    before = metrics.EVENTS_UNROUTED._value.get()
+    routed = route([created], registry, batch_id=1)
+    assert routed.by_topic == {}
+    assert routed.unrouted == 0
+    assert metrics.EVENTS_UNROUTED._value.get() == before
+
+    registry.set_bucket(
+        PROJECT, PROJECT_WIDE, [Destination("project-topic", "ProjectEvents", ("s3:Bucket*",))]
+    )
+    assert route([created], registry, batch_id=2).by_topic == {}  # no such event type matches
+    registry.set_bucket(
+        PROJECT,
+        PROJECT_WIDE,
+        [Destination("project-topic", "ProjectEvents", ("s3:BucketCreated:*",))],
+    )
+    routed = route([created, row("a.jpg")], registry, batch_id=3)
+    assert {t: [d.event_id for d in ds] for t, ds in routed.by_topic.items()} == {
+        "project-topic": ["b0-1"],
+        "bucket-topic": ["0-a.jpg"],
+    }
+    assert routed.by_topic["project-topic"][0].event["s3"]["configurationId"] == "ProjectEvents"
+
+
+EVERYTHING = ("s3:ObjectCreated:*", "s3:ObjectRemoved:*", "s3:ObjectRenamed:*")
+
+
+def test_each_destination_gets_a_rename_one_way() -> None:
+    registry = Registry()
+    registry.set_bucket(
+        PROJECT,
+        "photos",
+        [
+            Destination("s3-way", events=EVERYTHING),
+            Destination("single", events=EVERYTHING, rename_events="single"),
+        ],
+    )
+    removed = {**row("a"), "event_name": "ObjectRemoved:Delete", "rename": "s3"}
+    created = {**row("b"), "event_id": "0-b", "rename": "s3"}
+    renamed = {
+        **row("b"),
+        "event_id": "0-b-renamed",
+        "event_name": "ObjectRenamed:Rename",
+        "rename": "single",
+    }
+    plain = row("c")
+    routed = route([removed, created, renamed, plain], registry, batch_id=1)
+    assert {t: [d.event_id for d in ds] for t, ds in routed.by_topic.items()} == {
+        "s3-way": ["0-a", "0-b", "0-c"],
+        "single": ["0-b-renamed", "0-c"],
+    }

@@ -39,7 +39,8 @@ def sns(gateway: Running) -> Any:  # noqa: F811
 
 
 def routed(gateway: Running) -> dict[str, list[Delivery]]:  # noqa: F811
-    """Every change record so far, through the transform and routing."""
+    """Every change record of the objects' stream so far, through the transform and
+    routing (the bucket events' stream is another query's)."""
     db = gateway.services.db
     registry = Registry()
     registry.replace_api(routes_of(EventingStore(db).snapshot()))
@@ -47,7 +48,11 @@ def routed(gateway: Running) -> dict[str, list[Delivery]]:  # noqa: F811
     with db.engine.connect() as conn:
         rows = [
             dict(r._mapping)
-            for r in conn.execute(sa.select(change_records).order_by(c.partition, c.position))
+            for r in conn.execute(
+                sa.select(change_records)
+                .where(c.stream_name == "bucket_eventing")
+                .order_by(c.partition, c.position)
+            )
         ]
     events = list(events_of_rows(rows, lambda _: "owner", EventSettings()))
     return route(events, registry, batch_id=1).by_topic

@@ -403,7 +403,13 @@ def test_compact_event_golden() -> None:
             "key": {"instance": VERSION_ID, "name": "dir/red flower+ü.jpg"},
         },
     }
-    for name in ("ObjectRemoved:Delete", "ObjectRemoved:DeleteMarkerCreated", "s3:ObjectRemoved:*"):
+    for name in (
+        "ObjectRemoved:Delete",
+        "ObjectRemoved:DeleteMarkerCreated",
+        "s3:ObjectRemoved:*",
+        "LifecycleExpiration:Delete",
+        "LifecycleExpiration:DeleteMarkerCreated",
+    ):
         removed = compact_event(s3_event("k", name=name), "evt-2")
         assert removed["event"] == "OBJECT_DELETE"
         assert removed["info"]["key"] == {"instance": "", "name": "k"}
@@ -416,7 +422,12 @@ def test_compact_event_golden() -> None:
 
 
 def test_compact_events_of_metadata_changes_and_newer_types() -> None:
-    for name in ("ObjectTagging:Put", "s3:ObjectTagging:Delete", "ObjectAcl:Put"):
+    for name in (
+        "ObjectTagging:Put",
+        "s3:ObjectTagging:Delete",
+        "ObjectAcl:Put",
+        "ObjectMetadata:Update",
+    ):
         assert compact_event(s3_event("k", name=name), "e")["event"] == "OBJECT_METADATA_UPDATE"
     # a type this form does not know keeps its S3 name: a pull never fails on it
     renamed = compact_event(s3_event("k", name="ObjectRenamed:Rename"), "e")

@@ -27,6 +27,14 @@ OPERATIONS = (
     "ttl-delete",
     "put-object-tagging",
     "delete-object-tagging",
+    "put-object-acl",
+    "put-object-retention",
+    "put-object-legal-hold",
+    "rename",
+    "rename-prefix",
+    "lifecycle-expiration",
+    "create-bucket",
+    "delete-bucket",
 )
 _CAPTURE = "ripple.changestream.capture"
 
@@ -41,6 +49,14 @@ class TransactionTag:
     principal: str = ""
     source_ip: str = ""
     etag: str = ""
+    # rename: the source key; rename-prefix: the source prefix
+    rename_from: str = ""
+    # rename-prefix: the destination prefix
+    rename_to: str = ""
+    # copy: the source as `<bucket>/<key>` (a copy onto itself is a metadata change)
+    copy_source: str = ""
+    # lifecycle-expiration: the ID of the lifecycle rule that expired the rows
+    lifecycle_rule: str = ""
 
     def __post_init__(self) -> None:
         if self.operation and self.operation not in OPERATIONS:

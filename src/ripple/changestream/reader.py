@@ -31,6 +31,7 @@ from ripple.changestream.values import rfc3339_ns
 from ripple.changestream.writer import load_definitions
 
 DEFAULT_STREAM = "bucket_eventing"
+PROJECT_STREAM = "project_eventing"  # over the buckets table (migration 0013): bucket events
 
 
 class ChangeStreamReader:

@@ -15,6 +15,7 @@ from ripple.cli.data import data
 from ripple.cli.db import db
 from ripple.cli.deadletter import deadletter
 from ripple.cli.key import key
+from ripple.cli.lifecycle import lifecycle
 from ripple.cli.metabase import metabase_group
 from ripple.cli.pipeline import pipeline
 from ripple.cli.serve import serve
@@ -58,6 +59,7 @@ for command in (
     db,
     changestream,
     metabase_group,
+    lifecycle,
     pipeline,
     subscription,
     deadletter,

@@ -8,6 +8,7 @@ import sqlalchemy as sa
 from rich.table import Table
 
 from ripple.cli.common import migrate, open_metabase, settings_of
+from ripple.cli.lifecycle import LifecycleSchedule, free_data
 from ripple.cli.pipeline import run_pipeline
 from ripple.gateway.server import Gateway, GatewayError, bind, build_services
 from ripple.metabase.schema import buckets, objects, projects
@@ -57,7 +58,13 @@ def up(ctx: click.Context) -> None:
     for name, count in counts.items():
         table.add_row(name, str(count))
     table.add_row("S3 endpoint", gateway.url)
+    interval = int(settings.lifecycle_interval)
+    table.add_row("lifecycle runs", f"every {interval} s" if interval else "off")
     gateway.start()
+    # lifecycle rules applied now and every lifecycle.interval seconds (0: never)
+    schedule = LifecycleSchedule(db, interval, removed=free_data(gateway.services.data))
+    if interval:
+        schedule.start()
     try:
         run_pipeline(
             settings,
@@ -65,5 +72,6 @@ def up(ctx: click.Context) -> None:
             table=table,
         )
     finally:
+        schedule.stop()
         gateway.stop()
         db.dispose()

@@ -1,4 +1,5 @@
-"""Change records → event records: S3 event messages (2.1), names, sequencers, key encoding.
+"""Change records → event records: S3 event messages (2.1 and 2.3), names, sequencers, key
+encoding.
 
 Pure functions, no I/O; imports nothing from the other ripple packages. The pipeline feeds
 `s3_events` the data change records of one transaction and routes the `EventRecord`s it
@@ -10,12 +11,19 @@ from __future__ import annotations
 from ripple.events.keys import decode_key, encode_key
 from ripple.events.names import (
     ALL_EVENT_NAMES,
+    BUCKET_CREATED_PUT,
+    BUCKET_REMOVED_DELETE,
+    LIFECYCLE_EXPIRATION_DELETE,
+    LIFECYCLE_EXPIRATION_DELETE_MARKER_CREATED,
+    OBJECT_ACL_PUT,
     OBJECT_CREATED_COMPLETE_MULTIPART_UPLOAD,
     OBJECT_CREATED_COPY,
     OBJECT_CREATED_POST,
     OBJECT_CREATED_PUT,
+    OBJECT_METADATA_UPDATE,
     OBJECT_REMOVED_DELETE,
     OBJECT_REMOVED_DELETE_MARKER_CREATED,
+    OBJECT_RENAMED_RENAME,
     OBJECT_TAGGING_DELETE,
     OBJECT_TAGGING_PUT,
     event_name,
@@ -38,14 +46,21 @@ from ripple.events.tag import TransactionTag, parse_transaction_tag
 
 __all__ = [
     "ALL_EVENT_NAMES",
+    "BUCKET_CREATED_PUT",
+    "BUCKET_REMOVED_DELETE",
     "DEFAULT_SETTINGS",
+    "LIFECYCLE_EXPIRATION_DELETE",
+    "LIFECYCLE_EXPIRATION_DELETE_MARKER_CREATED",
     "NULL_VERSION_ID",
+    "OBJECT_ACL_PUT",
     "OBJECT_CREATED_COMPLETE_MULTIPART_UPLOAD",
     "OBJECT_CREATED_COPY",
     "OBJECT_CREATED_POST",
     "OBJECT_CREATED_PUT",
+    "OBJECT_METADATA_UPDATE",
     "OBJECT_REMOVED_DELETE",
     "OBJECT_REMOVED_DELETE_MARKER_CREATED",
+    "OBJECT_RENAMED_RENAME",
     "OBJECT_TAGGING_DELETE",
     "OBJECT_TAGGING_PUT",
     "EventRecord",

@@ -21,14 +21,23 @@ from typing import Final
 
 __all__ = [
     "ALL_EVENT_NAMES",
+    "BUCKET_CREATED_PUT",
+    "BUCKET_EVENT_NAMES",
+    "BUCKET_REMOVED_DELETE",
     "COMMITTED_STATUSES",
     "DELETE_MARKER_STATUSES",
+    "LIFECYCLE_EXPIRATION_DELETE",
+    "LIFECYCLE_EXPIRATION_DELETE_MARKER_CREATED",
+    "METADATA_COLUMNS",
+    "OBJECT_ACL_PUT",
     "OBJECT_CREATED_COMPLETE_MULTIPART_UPLOAD",
     "OBJECT_CREATED_COPY",
     "OBJECT_CREATED_POST",
     "OBJECT_CREATED_PUT",
+    "OBJECT_METADATA_UPDATE",
     "OBJECT_REMOVED_DELETE",
     "OBJECT_REMOVED_DELETE_MARKER_CREATED",
+    "OBJECT_RENAMED_RENAME",
     "OBJECT_STATUSES",
     "OBJECT_TAGGING_DELETE",
     "OBJECT_TAGGING_PUT",
@@ -38,9 +47,11 @@ __all__ = [
     "STATUS_DELETE_MARKER_VERSIONED",
     "STATUS_PENDING",
     "event_name",
+    "event_version",
     "is_created",
     "matches",
     "tagging_event_name",
+    "update_event_names",
 ]
 
 OBJECT_CREATED_PUT: Final = "ObjectCreated:Put"
@@ -51,6 +62,15 @@ OBJECT_REMOVED_DELETE: Final = "ObjectRemoved:Delete"
 OBJECT_REMOVED_DELETE_MARKER_CREATED: Final = "ObjectRemoved:DeleteMarkerCreated"
 OBJECT_TAGGING_PUT: Final = "ObjectTagging:Put"
 OBJECT_TAGGING_DELETE: Final = "ObjectTagging:Delete"
+OBJECT_ACL_PUT: Final = "ObjectAcl:Put"
+OBJECT_METADATA_UPDATE: Final = "ObjectMetadata:Update"
+OBJECT_RENAMED_RENAME: Final = "ObjectRenamed:Rename"
+LIFECYCLE_EXPIRATION_DELETE: Final = "LifecycleExpiration:Delete"
+LIFECYCLE_EXPIRATION_DELETE_MARKER_CREATED: Final = "LifecycleExpiration:DeleteMarkerCreated"
+# bucket events, for project-wide notifications (not a bucket notification's event types)
+BUCKET_CREATED_PUT: Final = "BucketCreated:Put"
+BUCKET_REMOVED_DELETE: Final = "BucketRemoved:Delete"
+BUCKET_EVENT_NAMES: Final = (BUCKET_CREATED_PUT, BUCKET_REMOVED_DELETE)
 
 ALL_EVENT_NAMES: Final = (
     OBJECT_CREATED_PUT,
@@ -61,6 +81,22 @@ ALL_EVENT_NAMES: Final = (
     OBJECT_REMOVED_DELETE_MARKER_CREATED,
     OBJECT_TAGGING_PUT,
     OBJECT_TAGGING_DELETE,
+    OBJECT_ACL_PUT,
+    OBJECT_METADATA_UPDATE,
+    OBJECT_RENAMED_RENAME,
+    LIFECYCLE_EXPIRATION_DELETE,
+    LIFECYCLE_EXPIRATION_DELETE_MARKER_CREATED,
+)
+# The names of S3's newer event types, which it sends as event structure version 2.3; ripple's
+# own (`ObjectMetadata:`, `ObjectRenamed:`) are sent as 2.3 too
+VERSION_2_3_KINDS: Final = (
+    "ObjectTagging:",
+    "ObjectAcl:",
+    "ObjectMetadata:",
+    "ObjectRenamed:",
+    "LifecycleExpiration:",
+    "BucketCreated:",
+    "BucketRemoved:",
 )
 
 # Row statuses of the `objects` table (DESIGN.md "Objects and statuses"), repeated here
@@ -84,6 +120,18 @@ _CREATED_BY_OPERATION: Final = {
 }
 
 _PREFIX: Final = "s3:"
+# transactions that expire rows: lifecycle rules and `ripple metabase expire` (TTL)
+_EXPIRATIONS: Final = frozenset({"lifecycle-expiration", "ttl-delete"})
+# columns whose change is an `ObjectMetadata:Update`
+METADATA_COLUMNS: Final = frozenset({"retention_mode", "retain_until", "legal_hold"})
+# the operation of a transaction that changes only the column family it names
+_UPDATE_OPERATIONS: Final = {
+    "put-object-tagging": "tags",
+    "delete-object-tagging": "tags",
+    "put-object-acl": "acl",
+    "put-object-retention": "retention_mode",
+    "put-object-legal-hold": "legal_hold",
+}
 
 
 def event_name(mod_type: str, status: int | None, operation: str | None = None) -> str | None:
@@ -94,6 +142,12 @@ def event_name(mod_type: str, status: int | None, operation: str | None = None) 
     which is then taken for the delete of a committed row). `operation` is the transaction
     tag's `operation`; any other value than the three named above gives `ObjectCreated:Put`.
     """
+    if operation in _EXPIRATIONS:
+        if mod_type == "INSERT" and status in DELETE_MARKER_STATUSES:
+            return LIFECYCLE_EXPIRATION_DELETE_MARKER_CREATED
+        if mod_type == "DELETE" and (status is None or status in COMMITTED_STATUSES):
+            return LIFECYCLE_EXPIRATION_DELETE
+        return None
     if mod_type == "INSERT":
         if status in OBJECT_STATUSES:
             return _CREATED_BY_OPERATION.get(operation or "", OBJECT_CREATED_PUT)
@@ -114,6 +168,37 @@ def tagging_event_name(status: int | None, tags_after: object) -> str | None:
     if status is not None and status not in OBJECT_STATUSES:
         return None
     return OBJECT_TAGGING_PUT if tags_after else OBJECT_TAGGING_DELETE
+
+
+def update_event_names(
+    changed: frozenset[str] | None,
+    status: int | None,
+    new_values: dict[str, object],
+    operation: str | None = None,
+) -> list[str]:
+    """The events of an UPDATE of an object's row, in a fixed order (tagging, ACL,
+    metadata). `changed` is the set of watched columns it changed, known when the record
+    captures old values; None when it does not, and then the transaction's `operation`
+    says which family changed, or, without one, a change of `tags` is assumed when the new
+    values name it (the NEW_VALUES capture gives only the changed columns)."""
+    if status is not None and status not in OBJECT_STATUSES:
+        return []  # a delete marker or pending upload has no tags, ACL or lock settings
+    if changed is None:
+        column = _UPDATE_OPERATIONS.get(operation or "")
+        changed = frozenset({column} if column else {"tags"} & set(new_values))
+    names: list[str] = []
+    if "tags" in changed:
+        names.append(OBJECT_TAGGING_PUT if new_values.get("tags") else OBJECT_TAGGING_DELETE)
+    if "acl" in changed:
+        names.append(OBJECT_ACL_PUT)
+    if changed & METADATA_COLUMNS:
+        names.append(OBJECT_METADATA_UPDATE)
+    return names
+
+
+def event_version(name: str) -> str:
+    """The event structure version of an event: 2.3 for the newer types, else 2.1."""
+    return "2.3" if name.startswith(VERSION_2_3_KINDS) else "2.1"
 
 
 def is_created(name: str) -> bool:

@@ -2,8 +2,9 @@
 
 The metabase tags each write transaction with a JSON object (as a string) whose members are
 present only when known: `operation`, `request_id`, `host_id`, `principal`, `source_ip`,
-`etag` and `bucket_versioning` (bucket name → `Enabled` or `Suspended`; a bucket absent from
-it has versioning off). An empty tag is a transaction with no context.
+`etag`, `rename_from` / `rename_to` (renames), `copy_source` (copies), `lifecycle_rule`
+(lifecycle expirations) and `bucket_versioning` (bucket name → `Enabled` or `Suspended`; a
+bucket absent from it has versioning off). An empty tag is a transaction with no context.
 """
 
 from __future__ import annotations
@@ -18,7 +19,18 @@ __all__ = ["VERSIONING_STATES", "TransactionTag", "parse_transaction_tag"]
 
 VERSIONING_STATES: Final = frozenset({"Enabled", "Suspended"})
 
-_STRING_MEMBERS: Final = ("operation", "request_id", "host_id", "principal", "source_ip", "etag")
+_STRING_MEMBERS: Final = (
+    "operation",
+    "request_id",
+    "host_id",
+    "principal",
+    "source_ip",
+    "etag",
+    "rename_from",
+    "rename_to",
+    "copy_source",
+    "lifecycle_rule",
+)
 
 
 @dataclass(frozen=True)
@@ -31,6 +43,10 @@ class TransactionTag:
     principal: str | None = None
     source_ip: str | None = None
     etag: str | None = None
+    rename_from: str | None = None  # rename: the source key; rename-prefix: its prefix
+    rename_to: str | None = None  # rename-prefix: the destination prefix
+    copy_source: str | None = None  # copy: `<bucket>/<key>` of the source
+    lifecycle_rule: str | None = None  # lifecycle-expiration: the rule's ID
     bucket_versioning: Mapping[str, str] = field(default_factory=dict)
 
     def is_versioned(self, bucket: str) -> bool:

@@ -29,7 +29,7 @@ from starlette.routing import Route
 from starlette.types import Receive, Scope, Send
 
 from ripple.gateway import topics, xml
-from ripple.gateway.auth import authenticate, authorize
+from ripple.gateway.auth import ANONYMOUS_DENIED, authenticate, authorize, grant_access
 from ripple.gateway.context import RequestContext
 from ripple.gateway.errors import S3Error, from_metabase, not_implemented
 from ripple.gateway.request import S3Request, Services
@@ -79,6 +79,7 @@ SUBRESOURCES = frozenset(
         "policy",
         "policyStatus",
         "publicAccessBlock",
+        "renameObject",
         "replication",
         "requestPayment",
         "restore",
@@ -175,10 +176,12 @@ def error_response(
 def create_app(services: Services) -> Starlette:
     # the handler modules register their operations on import
     from ripple.gateway import (  # noqa: F401
+        acl,
         buckets,
         copy_object,
         delete_objects,
         get_object,
+        lifecycle,
         listing,
         multipart,
         notifications,
@@ -186,6 +189,7 @@ def create_app(services: Services) -> Starlette:
         object_tagging,
         objects,
         pubsub,
+        rename_object,
     )
 
     metrics = Metrics()
@@ -211,9 +215,17 @@ def create_app(services: Services) -> Starlette:
                 response = await topics.answer(req)
                 name = context.operation
             else:
-                await req.run(authenticate, req)  # a key look-up may query the metabase
-                op = route(req)
+                # a key look-up may query the metabase; unsigned requests go on anonymous
+                await req.run(authenticate, req, anonymous=True)
+                try:
+                    op = route(req)
+                except S3Error:
+                    if req.access_key is None:
+                        raise S3Error("AccessDenied", ANONYMOUS_DENIED) from None
+                    raise
                 name = context.operation = op.name
+                # the bucket's owner, or what its ACLs let another project or anyone do
+                await grant_access(req, op.name)
                 # a listing of a bucket is checked against the prefix it asks for
                 listing = op.action == "list" and req.bucket is not None and req.key is None
                 if not op.per_key:

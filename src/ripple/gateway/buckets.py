@@ -7,6 +7,7 @@ from __future__ import annotations
 from starlette.responses import Response
 
 from ripple.gateway import xml
+from ripple.gateway.acl import acl_of
 from ripple.gateway.app import operation
 from ripple.gateway.body import read_document
 from ripple.gateway.errors import S3Error
@@ -59,10 +60,19 @@ async def create(req: S3Request) -> Response:
     lock = req.header("x-amz-bucket-object-lock-enabled").lower()
     if lock not in ("", "true", "false"):
         raise S3Error("InvalidArgument", "x-amz-bucket-object-lock-enabled must be true or false")
-    await req.run(create_bucket, req.db, req.bucket_location, object_lock_enabled=lock == "true")
+    acl = acl_of(req)
+    assert req.bucket is not None
+    req.services.owners.forget(req.bucket)
+    await req.run(
+        create_bucket,
+        req.db,
+        req.bucket_location,
+        object_lock_enabled=lock == "true",
+        acl=acl,
+        tag=req.context.tag("create-bucket"),
+    )
     # a new bucket starts bare, even if a DeleteBucket of the name failed before it could
     # remove the notifications (a no-op otherwise)
-    assert req.bucket is not None
     await req.run(req.services.eventing.forget_bucket, req.project_id, req.bucket, principal(req))
     await req.run(req.services.config_changed)
     return Response(status_code=200, headers={"location": f"/{req.bucket}"})
@@ -76,9 +86,10 @@ async def head(req: S3Request) -> Response:
 
 @operation("DELETE", "bucket", "", "DeleteBucket", "delete")
 async def delete(req: S3Request) -> Response:
-    await req.run(delete_bucket, req.db, req.bucket_location)
+    await req.run(delete_bucket, req.db, req.bucket_location, tag=req.context.tag("delete-bucket"))
     # its notifications go with it, as in S3: a bucket made again under the name starts bare
     assert req.bucket is not None
+    req.services.owners.forget(req.bucket)
     await req.run(req.services.eventing.forget_bucket, req.project_id, req.bucket, principal(req))
     await req.run(req.services.config_changed)
     return Response(status_code=204)

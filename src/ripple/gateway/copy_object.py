@@ -21,7 +21,9 @@ from urllib.parse import parse_qs, unquote
 from starlette.responses import Response
 
 from ripple.gateway import xml
+from ripple.gateway.acl import acl_of
 from ripple.gateway.app import operation
+from ripple.gateway.auth import check_source_missing, check_source_read, source_owner
 from ripple.gateway.body import MAX_PUT_SIZE
 from ripple.gateway.data import DataWriter, ObjectData
 from ripple.gateway.errors import S3Error
@@ -45,6 +47,7 @@ from ripple.metabase import (
     copy_object,
     get_object,
 )
+from ripple.metabase.acl import BucketOwner
 from ripple.metabase.copy_object import CopySourceChanged, InvalidCopyRequest
 from ripple.metabase.errors import MetabaseError, ObjectNotFound
 from ripple.metabase.get_object import DeleteMarkerVersion
@@ -61,14 +64,17 @@ class CopySource:
     bucket: str
     key: str
     version_id: str | None  # None: the latest version
+    owner: BucketOwner | None = None  # the source bucket's (None: no project holds it)
 
     def location(self, req: S3Request) -> ObjectLocation:
-        return ObjectLocation(req.project_id, self.bucket, self.key)
+        project = self.owner.project_id if self.owner is not None else req.project_id
+        return ObjectLocation(project, self.bucket, self.key)
 
 
-def copy_source(req: S3Request) -> CopySource:
+async def copy_source(req: S3Request) -> CopySource:
     """The `x-amz-copy-source` of the request (`[/]bucket/key[?versionId=V]`, URL-encoded),
-    once the access key is known to be allowed to read it."""
+    once the access key is known to be allowed to read it; the source bucket may be
+    another project's (its object ACL is checked in `resolve_source`)."""
     raw = req.header("x-amz-copy-source")
     path, _, query = raw.partition("?")
     try:
@@ -83,25 +89,33 @@ def copy_source(req: S3Request) -> CopySource:
         )
     versions = parse_qs(query).get("versionId", [])
     version_id = versions[0] if versions and versions[0] else None
-    assert req.access_key is not None
-    if not req.access_key.permits("read", bucket, key):
+    if req.access_key is not None and not req.access_key.permits("read", bucket, key):
         raise S3Error(
             "AccessDenied",
             f"this access key may not read the copy source /{bucket}/{key}",
             resource=req.resource,
         )
-    return CopySource(bucket, key, version_id)
+    return CopySource(bucket, key, version_id, await source_owner(req, bucket))
 
 
 async def resolve_source(req: S3Request, source: CopySource) -> Object:
-    """The source version, if the `x-amz-copy-source-if-*` conditions hold for it."""
+    """The source version, if the requester may read it and the `x-amz-copy-source-if-*`
+    conditions hold for it. Of another project's source, nothing (not even that it is
+    missing or a delete marker) is told to a requester without READ on it, or without
+    bucket READ for a missing one."""
+    location = source.location(req)
     try:
-        obj = await req.run(get_object, req.db, source.location(req), source.version_id)
+        obj = await req.run(get_object, req.db, location, source.version_id)
     except DeleteMarkerVersion:
+        await req.run(check_source_missing, req, source.owner, location)
         raise S3Error(
             "InvalidRequest",
             "the copy source version is a delete marker, which cannot be copied",
         ) from None
+    except ObjectNotFound:
+        await req.run(check_source_missing, req, source.owner, location)
+        raise
+    check_source_read(req, source.owner, obj)
     check_conditions(req, obj, prefix="x-amz-copy-source-")
     return obj
 
@@ -169,7 +183,7 @@ def copy_range(header: str, size: int) -> tuple[int, int]:
 async def copy_part_data(req: S3Request, data: ObjectData) -> tuple[Object, DataWriter]:
     """UploadPartCopy's data: the source version, and a writer holding the range of it the
     request asks for, for the caller to place as the part (or abort)."""
-    source = copy_source(req)
+    source = await copy_source(req)
     for _ in range(ATTEMPTS):
         obj = await resolve_source(req, source)
         start, length = copy_range(req.header("x-amz-copy-source-range"), obj.total_plain_size)
@@ -197,10 +211,11 @@ def _directive(req: S3Request) -> Literal["COPY", "REPLACE"]:
 
 @operation("PUT", "object", "copy-source", "CopyObject", "write")
 async def copy(req: S3Request) -> Response:
-    source = copy_source(req)
+    source = await copy_source(req)
     directive = _directive(req)
     tagging_directive = tagging_directive_of(req)
     tags = check_tags(tagging_of(req)) if tagging_directive == "REPLACE" else None
+    acl = acl_of(req)  # the copy's own; the source's ACL is never copied (as S3)
     retention, legal_hold = lock_of(req)
     replace = directive == "REPLACE"
     content_type = content_type_of(req) if replace else None
@@ -247,6 +262,7 @@ async def copy(req: S3Request) -> Response:
                 legal_hold=legal_hold,
                 stream_id=stream_id,
                 source_stream_id=obj.stream_id,
+                acl=acl,
                 tag=req.context.tag("copy"),
             )
         except CopySourceChanged:  # the `null` version was replaced: copy it again

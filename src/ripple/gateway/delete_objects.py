@@ -3,8 +3,10 @@
 
 The whole request is one operation: ONE token from the project's delete rate limit and ONE
 metabase `delete_objects` call (one transaction), whatever the item count. Items the access
-key may not delete (outside its prefix, or `delete` denied) are left out of that call and
-answered as per-item `AccessDenied` errors, as are items object lock refuses; the response
+key may not delete (outside its prefix, or `delete` denied), and items naming a version
+when the requester is not the bucket owner (no ACL lets it delete versions), are left out
+of that call and answered as per-item `AccessDenied` errors, as are items object lock
+refuses; the response
 is 200 unless the request itself fails (no digest header, malformed XML, more than 1000
 items, no such bucket, rate limited). Quiet mode answers only the errors. The data of the
 versions the transaction removed is freed after it commits.
@@ -97,10 +99,8 @@ async def delete_many(req: S3Request) -> Response:
     require_digest(req)
     items, quiet = parse_delete(await read_document(req, xml.MAX_XML_BYTES))
     req.services.deletes.take(str(req.project_id))
-    key = req.access_key
-    assert key is not None
-    allowed = [i for i in items if key.permits("delete", req.bucket, i.key)]
-    denied = _unique(i for i in items if not key.permits("delete", req.bucket, i.key))
+    allowed = [i for i in items if _may_delete(req, i)]
+    denied = _unique(i for i in items if not _may_delete(req, i))
     if allowed:
         bypass = req.header("x-amz-bypass-governance-retention").lower() == "true"
         result = await req.run(
@@ -110,7 +110,7 @@ async def delete_many(req: S3Request) -> Response:
             allowed,
             quiet=quiet,
             bypass_governance=bypass,
-            can_bypass_governance=key.allow_bypass_governance,
+            can_bypass_governance=req.can_bypass_governance,
             tag=req.context.tag("delete-objects"),
         )
         removed = result.removed
@@ -119,18 +119,27 @@ async def delete_many(req: S3Request) -> Response:
         result = DeleteObjectsResult()
         removed = []
     refused = [
-        DeleteObjectsError(
-            i.key,
-            i.version_id,
-            "AccessDenied",
-            "Access Denied: this access key may not delete this key",
-        )
-        for i in denied
+        DeleteObjectsError(i.key, i.version_id, "AccessDenied", _why(req, i)) for i in denied
     ]
     response = xml.response(_result(items, result.deleted, [*result.errors, *refused]))
     # up to 1000 unlinks, after the answer is sent (a crash first leaves orphans for gc)
     response.background = BackgroundTask(free, req, removed)
     return response
+
+
+def _may_delete(req: S3Request, item: DeleteObjectsItem) -> bool:
+    """The access key may delete the key, and a version only the bucket owner may delete
+    (S3's s3:DeleteObjectVersion, which no ACL grants)."""
+    if req.cross_project and item.version_id is not None:
+        return False
+    key = req.access_key  # None: anonymous, which the bucket ACL allowed
+    return key is None or key.permits("delete", req.bucket, item.key)
+
+
+def _why(req: S3Request, item: DeleteObjectsItem) -> str:
+    if req.cross_project and item.version_id is not None:
+        return "Access Denied: only the bucket owner may delete a specific version"
+    return "Access Denied: this access key may not delete this key"
 
 
 def _unique(items: Iterable[DeleteObjectsItem]) -> list[DeleteObjectsItem]:

@@ -59,6 +59,8 @@ STATUS: dict[str, int] = {
     "AuthorizationQueryParametersError": 400,
     "InvalidChunkSizeError": 400,
     "BadRequest": 400,
+    "NoSuchLifecycleConfiguration": 404,
+    "DestinationPrefixNotEmpty": 409,  # ripple's prefix rename: the destination holds keys
 }
 
 

@@ -1,6 +1,9 @@
 """GetObject and HeadObject on the wire: a version (latest or by versionId), one byte range,
 the four conditional headers, and the `response-*` query overrides of response headers.
 
+A non-owner's read (an ACL let it in) is answered only if the version actually resolved
+grants it READ: an overwrite after `grant_access` judged the ACL may have made it private.
+
 The data file is opened before the response starts, so a version deleted while its body
 streams is still read whole (POSIX keeps an unlinked open file).
 """
@@ -14,10 +17,12 @@ from typing import BinaryIO
 from starlette.responses import Response, StreamingResponse
 
 from ripple.gateway.app import operation
+from ripple.gateway.auth import check_missing, check_served
 from ripple.gateway.errors import S3Error
 from ripple.gateway.headers import object_headers, parse_http_date
 from ripple.gateway.request import S3Request
 from ripple.metabase import Object, get_object
+from ripple.metabase.errors import MethodNotAllowed, ObjectNotFound
 
 OVERRIDES = {
     "response-content-type": "content-type",
@@ -147,8 +152,14 @@ async def _answer(req: S3Request, head: bool) -> Response:
     for name in req.query:
         if name.startswith("response-") and name not in OVERRIDES:
             raise S3Error("InvalidArgument", f"unknown response header override {name!r}")
-    obj, file = await _resolve(req)
+    operation = "HeadObject" if head else "GetObject"
     try:
+        obj, file = await _resolve(req)
+    except (ObjectNotFound, MethodNotAllowed):
+        await check_missing(req, operation)  # gone since `grant_access` found it
+        raise
+    try:
+        check_served(req, obj, operation)  # a non-owner: this very version's ACL
         headers = object_headers(obj)
         status = check_conditions(req, obj)
         if status == 304:

@@ -82,10 +82,9 @@ def _tail(root: ET.Element, query: Query, truncated: bool) -> None:
 
 
 def _owner(parent: ET.Element, req: S3Request) -> None:
-    assert req.access_key is not None
-    owner = xml.add(parent, "Owner")
-    xml.add(owner, "ID", str(req.access_key.project_public_id))
-    xml.add(owner, "DisplayName", req.access_key.user)
+    owner = xml.add(parent, "Owner")  # the bucket owner owns every object in it
+    xml.add(owner, "ID", req.owner_id)
+    xml.add(owner, "DisplayName", req.owner_name)
 
 
 def _contents(

@@ -31,6 +31,7 @@ from starlette.responses import Response
 
 from ripple.events.keys import encode_key
 from ripple.gateway import xml
+from ripple.gateway.acl import acl_of
 from ripple.gateway.app import operation
 from ripple.gateway.auth import authorize
 from ripple.gateway.body import read_document, receive
@@ -147,11 +148,10 @@ async def _settle_part(req: S3Request, upload: uuid.UUID, path: Path) -> None:
 
 
 def _owner(req: S3Request, parent: Element) -> None:
-    assert req.access_key is not None
-    for tag in ("Initiator", "Owner"):
+    for tag in ("Initiator", "Owner"):  # the bucket owner owns the upload's object
         who = xml.add(parent, tag)
-        xml.add(who, "ID", str(req.access_key.project_public_id))
-        xml.add(who, "DisplayName", req.access_key.user)
+        xml.add(who, "ID", req.owner_id)
+        xml.add(who, "DisplayName", req.owner_name)
 
 
 @operation("POST", "object", "uploads", "CreateMultipartUpload", "write")
@@ -166,6 +166,7 @@ async def create(req: S3Request) -> Response:
         retention=retention,
         legal_hold=legal_hold,
         tags=check_tags(tagging_of(req)),
+        acl=acl_of(req),
     )
     root = xml.document("InitiateMultipartUploadResult")
     xml.add_all(

@@ -67,6 +67,7 @@ async def put_retention(req: S3Request) -> Response:
         version_id=req.version_id(),
         bypass_governance=req.header("x-amz-bypass-governance-retention").lower() == "true",
         can_bypass_governance=req.access_key.allow_bypass_governance,
+        tag=req.context.tag("put-object-retention"),
     )
     return Response(status_code=200)
 
@@ -92,7 +93,12 @@ async def put_legal_hold(req: S3Request) -> Response:
     require_digest(req)
     on = parse_legal_hold(await read_document(req, SMALL_DOCUMENT))
     await req.run(
-        put_object_legal_hold, req.db, req.object_location, on, version_id=req.version_id()
+        put_object_legal_hold,
+        req.db,
+        req.object_location,
+        on,
+        version_id=req.version_id(),
+        tag=req.context.tag("put-object-legal-hold"),
     )
     return Response(status_code=200)
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from starlette.responses import Response
 
+from ripple.gateway.acl import acl_of
 from ripple.gateway.app import operation
 from ripple.gateway.body import Received, receive
 from ripple.gateway.data import DataWriter, ObjectData
@@ -84,6 +85,7 @@ async def put(req: S3Request) -> Response:
     retention, legal_hold = lock_of(req)
     content_type = content_type_of(req)
     tags = check_tags(tagging_of(req))  # refused before the body is read
+    acl = acl_of(req)
     stream_id = new_stream_id()
     data = req.services.data
     spool = Spool(data, req.services.inline_limit)
@@ -108,6 +110,7 @@ async def put(req: S3Request) -> Response:
             legal_hold=legal_hold,
             inline_data=spool.inline,
             tags=tags,
+            acl=acl,
             tag=req.context.tag("put"),
         )
     except MetabaseError:  # not committed: nothing names the data
@@ -126,9 +129,8 @@ async def put(req: S3Request) -> Response:
 @operation("DELETE", "object", "", "DeleteObject", "delete")
 async def delete(req: S3Request) -> Response:
     req.services.deletes.take(str(req.project_id))
-    assert req.access_key is not None
     bypass = req.header("x-amz-bypass-governance-retention").lower() == "true"
-    allowed = req.access_key.allow_bypass_governance
+    allowed = req.can_bypass_governance
     version_id = req.version_id()
     tag = req.context.tag("delete")
     headers: dict[str, str] = {}

@@ -1,9 +1,15 @@
 """One S3 request as the operation handlers see it: the bucket and key it addresses
-(path-style or virtual-hosted-style), its query, headers, who signed it, and the services
-(metabase, object data, keyring, rate limits) of the gateway serving it."""
+(path-style or virtual-hosted-style), its query, headers, who signed it (nobody, for an
+anonymous request), the project owning the bucket, and the services (metabase, object
+data, keyring, rate limits, bucket owners) of the gateway serving it.
+
+A request's bucket is the bucket owner's, whoever asks: another project's request (one the
+bucket's ACLs allow, `auth.grant_access`) works on the owner's bucket, as S3 does."""
 
 from __future__ import annotations
 
+import threading
+import time
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -18,6 +24,7 @@ from ripple.gateway.data import ObjectData
 from ripple.gateway.errors import S3Error
 from ripple.gateway.ratelimit import TokenBuckets
 from ripple.metabase import BucketLocation, Metabase, ObjectLocation
+from ripple.metabase.acl import BucketOwner, bucket_owner_by_name
 from ripple.metabase.rows import MAX_KEY_BYTES
 from ripple.notifications.registry import Registry
 from ripple.notifications.store import EventingStore
@@ -30,6 +37,46 @@ if TYPE_CHECKING:
 T = TypeVar("T")
 
 INLINE_LIMIT = 1024  # objects up to this size are stored in their metabase row
+OWNER_TTL = 10.0  # seconds a bucket name's owner is remembered
+
+
+class BucketOwners:
+    """Bucket name -> the project holding it, remembered for `ttl` seconds so a bucket's
+    own requests cost no query to find that they are its owner's. Names this gateway
+    creates or deletes are forgotten at once (`forget`); a change made through another
+    gateway is seen within `ttl` (meanwhile a request may answer NoSuchBucket, never
+    reach another project's bucket: ACLs are always read fresh). Unknown names are not
+    remembered. Safe to share between threads."""
+
+    def __init__(self, db: Metabase, *, ttl: float = OWNER_TTL) -> None:
+        self.db = db
+        self.ttl = ttl
+        self._lock = threading.Lock()
+        self._owners: dict[str, tuple[float, BucketOwner]] = {}
+
+    def cached(self, name: str) -> BucketOwner | None:
+        """The remembered owner, if still fresh (no query)."""
+        with self._lock:
+            entry = self._owners.get(name)
+        if entry is None or entry[0] <= time.monotonic():
+            return None
+        return entry[1]
+
+    def lookup(self, name: str) -> BucketOwner | None:
+        """The owner of the name (a query unless remembered); None if no project holds it."""
+        owner = self.cached(name)
+        if owner is None:
+            owner = bucket_owner_by_name(self.db, name)
+            if owner is not None:
+                with self._lock:
+                    if len(self._owners) > 100_000:
+                        self._owners.clear()
+                    self._owners[name] = (time.monotonic() + self.ttl, owner)
+        return owner
+
+    def forget(self, name: str) -> None:
+        with self._lock:
+            self._owners.pop(name, None)
 
 
 @dataclass
@@ -45,6 +92,7 @@ class Services:
     enforce_region: bool = False
     domain: str = ""  # virtual-hosted-style: BUCKET.<domain>
     inline_limit: int = INLINE_LIMIT
+    max_rename_keys: int = 1000  # keys a prefix rename may move (s3.max-rename-keys)
     # which buckets have eventing, as this process knows it: the metabase asks it for every
     # write, so the gateway keeps it current (`config_changed`, and a watcher thread)
     registry: Registry = field(default_factory=Registry)
@@ -52,9 +100,11 @@ class Services:
     allow_secrets_in_cleartext: bool = False
     eventing: EventingStore = field(init=False)
     watcher: ConfigWatcher = field(init=False)
+    owners: BucketOwners = field(init=False)  # who holds each bucket name
 
     def __post_init__(self) -> None:
         self.eventing = EventingStore(self.db)
+        self.owners = BucketOwners(self.db)
         self.watcher = ConfigWatcher.for_registry(self.eventing, self.registry)
 
     def config_changed(self) -> None:
@@ -111,8 +161,12 @@ class S3Request:
     bucket: str | None
     key: str | None
     query: dict[str, str]
-    access_key: AccessKey | None = None
+    access_key: AccessKey | None = None  # None: an anonymous request
     signed: SignedRequest | None = None
+    # the project holding the bucket (set by `auth.grant_access` when the bucket exists)
+    owner: BucketOwner | None = None
+    # the requester (or nobody) is not the bucket's owner: an ACL let the request through
+    cross_project: bool = False
 
     @classmethod
     def of(cls, http: Request, services: Services, context: RequestContext) -> S3Request:
@@ -142,20 +196,47 @@ class S3Request:
 
     @property
     def project_id(self) -> uuid.UUID:
-        assert self.access_key is not None, "authenticated requests only"
-        return self.access_key.project_id
+        """The requester's project (for an anonymous request: the bucket owner's)."""
+        if self.access_key is not None:
+            return self.access_key.project_id
+        assert self.owner is not None, "anonymous requests reach handlers only with an owner"
+        return self.owner.project_id
 
     @property
     def bucket_location(self) -> BucketLocation:
+        """The bucket in its owner's project (the requester's own, for its own buckets)."""
         if self.bucket is None:
             raise S3Error("InvalidRequest", "this operation needs a bucket in the path or host")
-        return BucketLocation(self.project_id, self.bucket)
+        project = self.owner.project_id if self.owner is not None else self.project_id
+        return BucketLocation(project, self.bucket)
+
+    @property
+    def owner_id(self) -> str:
+        """The public id of the bucket owner (of its objects too), for responses."""
+        if self.owner is not None:
+            return self.owner.public_id
+        assert self.access_key is not None
+        return str(self.access_key.project_public_id)
+
+    @property
+    def owner_name(self) -> str:
+        if self.owner is not None:
+            return self.owner.name
+        assert self.access_key is not None
+        return self.access_key.user
+
+    @property
+    def can_bypass_governance(self) -> bool:
+        """Only the owner's keys allowed to may bypass governance retention."""
+        key = self.access_key
+        return key is not None and not self.cross_project and key.allow_bypass_governance
 
     @property
     def object_location(self) -> ObjectLocation:
         if self.key is None:
             raise S3Error("InvalidRequest", "this operation needs an object key")
-        return ObjectLocation(self.project_id, self.bucket_location.bucket_name, self.key)
+        bucket = self.bucket_location
+        return ObjectLocation(bucket.project_id, bucket.bucket_name, self.key)
 
     @property
     def resource(self) -> str:

@@ -52,6 +52,7 @@ def build_services(settings: Settings, db: Metabase, registry: Registry | None =
         domain=settings.s3_domain,
         registry=registry or Registry.from_settings(settings),
         allow_secrets_in_cleartext=settings.topics_allow_secrets_in_cleartext,
+        max_rename_keys=int(settings.max_rename_keys),
     )
 
 

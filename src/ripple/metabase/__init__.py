@@ -30,6 +30,12 @@ from ripple.metabase.delete_objects import (
 )
 from ripple.metabase.get_object import get_object
 from ripple.metabase.legal_hold import get_object_legal_hold, put_object_legal_hold
+from ripple.metabase.lifecycle import (
+    delete_bucket_lifecycle,
+    get_bucket_lifecycle,
+    put_bucket_lifecycle,
+)
+from ripple.metabase.lifecycle_run import LifecycleResult, run_lifecycle
 from ripple.metabase.list_objects import ListObjectsResult, list_objects
 from ripple.metabase.list_versions import ListVersionsResult, VersionEntry, list_object_versions
 from ripple.metabase.object_tagging import (
@@ -39,6 +45,13 @@ from ripple.metabase.object_tagging import (
     put_object_tagging,
 )
 from ripple.metabase.projects import Project, create_project, get_project, list_projects
+from ripple.metabase.rename_object import (
+    PrefixRenameResult,
+    RenameConditions,
+    RenameResult,
+    rename_object,
+    rename_prefix,
+)
 from ripple.metabase.retention import get_object_retention, put_object_retention
 from ripple.metabase.store_committed import CommitResult
 from ripple.metabase.types import (
@@ -65,12 +78,16 @@ __all__ = [
     "DeleteObjectsResult",
     "DeleteResult",
     "DeletedObject",
+    "LifecycleResult",
     "ListObjectsResult",
     "ListVersionsResult",
     "Metabase",
     "Object",
     "ObjectLocation",
+    "PrefixRenameResult",
     "Project",
+    "RenameConditions",
+    "RenameResult",
     "Retention",
     "RetentionMode",
     "Status",
@@ -84,11 +101,13 @@ __all__ = [
     "create_bucket",
     "create_project",
     "delete_bucket",
+    "delete_bucket_lifecycle",
     "delete_object",
     "delete_object_tagging",
     "delete_object_version",
     "delete_objects",
     "get_bucket_info",
+    "get_bucket_lifecycle",
     "get_object",
     "get_object_legal_hold",
     "get_object_retention",
@@ -98,9 +117,13 @@ __all__ = [
     "list_object_versions",
     "list_objects",
     "list_projects",
+    "put_bucket_lifecycle",
     "put_object_legal_hold",
     "put_object_retention",
     "put_object_tagging",
+    "rename_object",
+    "rename_prefix",
+    "run_lifecycle",
     "set_bucket_versioning",
     "set_object_lock_configuration",
 ]

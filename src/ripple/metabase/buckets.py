@@ -2,17 +2,21 @@
 
 S3 bucket names are global: a name another project holds is `BucketAlreadyExists`, one the
 same project holds is `BucketAlreadyOwnedByYou`. Object lock can only be chosen at
-creation, and turns versioning on.
+creation, and turns versioning on. Creating and deleting a bucket are recorded by the
+`project_eventing` change stream (`BucketCreated:Put` / `BucketRemoved:Delete` events).
 """
 
 from __future__ import annotations
 
 import re
 import uuid
+from dataclasses import replace
 
 import sqlalchemy as sa
 from sqlalchemy import exc
 
+from ripple.changestream.capture import TransactionTag, capture_of
+from ripple.metabase.acl import AclSpec, check_spec, resolve_acl
 from ripple.metabase.db import Metabase
 from ripple.metabase.errors import (
     BucketAlreadyExists,
@@ -55,15 +59,19 @@ def create_bucket(
     *,
     versioning: Versioning = Versioning.UNVERSIONED,
     object_lock_enabled: bool = False,
+    acl: AclSpec | None = None,
+    tag: TransactionTag | None = None,
 ) -> Bucket:
     validate_bucket_name(loc.bucket_name)
+    acl = None if acl is None else check_spec(acl)
     if object_lock_enabled:
         versioning = Versioning.ENABLED
     bucket = Bucket(
         loc.project_id, loc.bucket_name, versioning, object_lock_enabled, None, db.now()
     )
+    tag = (tag or TransactionTag()).defaults(operation="create-bucket")
     try:
-        with db.write() as conn:
+        with db.write(tag) as conn:
             if (
                 conn.execute(
                     sa.select(projects.c.id).where(projects.c.id == loc.project_id)
@@ -74,18 +82,24 @@ def create_bucket(
             owner = _owner(conn, loc.bucket_name)
             if owner is not None:
                 raise _exists_error(loc, owner == loc.project_id)
-            conn.execute(
-                sa.insert(buckets).values(
-                    project_id=loc.project_id,
-                    name=loc.bucket_name,
-                    versioning=int(versioning),
-                    object_lock_enabled=object_lock_enabled,
-                    created_at=bucket.created_at,
-                )
-            )
+            bucket = replace(bucket, acl=resolve_acl(conn, loc.project_id, acl))
+            row = _recorded(bucket)
+            conn.execute(sa.insert(buckets).values(**row, acl=bucket.acl))
+            capture_of(conn).insert("buckets", row, (loc.project_id, loc.bucket_name))
     except exc.IntegrityError as e:  # a concurrent create won the name
         raise _exists_error(loc, mine=False) from e
     return bucket
+
+
+def _recorded(bucket: Bucket) -> dict[str, object]:
+    """The bucket's key and the columns `project_eventing` watches, for its records."""
+    return {
+        "project_id": bucket.project_id,
+        "name": bucket.name,
+        "versioning": int(bucket.versioning),
+        "object_lock_enabled": bucket.object_lock_enabled,
+        "created_at": bucket.created_at,
+    }
 
 
 def _exists_error(loc: BucketLocation, mine: bool) -> BucketAlreadyExists:
@@ -121,10 +135,10 @@ def list_buckets(db: Metabase, project_id: uuid.UUID) -> list[Bucket]:
     return [bucket_from_row(r) for r in rows]
 
 
-def delete_bucket(db: Metabase, loc: BucketLocation) -> None:
+def delete_bucket(db: Metabase, loc: BucketLocation, *, tag: TransactionTag | None = None) -> None:
     """Delete an empty bucket: no versions, delete markers or pending uploads left."""
-    with db.write() as conn:
-        get_bucket(conn, loc, lock="update")
+    with db.write((tag or TransactionTag()).defaults(operation="delete-bucket")) as conn:
+        bucket = get_bucket(conn, loc, lock="update")
         if conn.execute(sa.select(objects.c.version).where(at_bucket(loc)).limit(1)).first():
             raise BucketNotEmpty(
                 f"bucket {loc.bucket_name!r} is not empty: delete every object version, "
@@ -135,6 +149,7 @@ def delete_bucket(db: Metabase, loc: BucketLocation) -> None:
                 buckets.c.project_id == loc.project_id, buckets.c.name == loc.bucket_name
             )
         )
+        capture_of(conn).delete("buckets", _recorded(bucket), (loc.project_id, loc.bucket_name))
 
 
 def set_object_lock_configuration(

@@ -7,6 +7,7 @@ from collections.abc import Mapping
 from datetime import datetime
 
 from ripple.changestream.capture import TransactionTag
+from ripple.metabase.acl import AclSpec
 from ripple.metabase.db import Metabase
 from ripple.metabase.put_object import put_object
 from ripple.metabase.rows import new_stream_id
@@ -26,6 +27,7 @@ def commit_inline_object(
     legal_hold: bool = False,
     expires_at: datetime | None = None,
     tags: Mapping[str, str] | None = None,
+    acl: AclSpec | None = None,
     tag: TransactionTag | None = None,
 ) -> CommitResult:
     return put_object(
@@ -41,5 +43,6 @@ def commit_inline_object(
         expires_at=expires_at,
         inline_data=data,
         tags=tags,
+        acl=acl,
         tag=tag,
     )

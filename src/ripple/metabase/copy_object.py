@@ -3,7 +3,8 @@
 The copy gets a new stream id (the caller copies the data for objects not stored inline),
 the source's size, ETag and, with the COPY directives, its content type and metadata
 (metadata directive) and its tags (tagging directive; REPLACE sets `tags`). Object
-lock settings are not copied; the destination's default retention applies. Copying a key
+lock settings are not copied; the destination's default retention applies. Nor is the
+ACL: the copy gets `acl` (default private), as in S3. Copying a key
 onto itself must change something (REPLACE), as S3 requires."""
 
 from __future__ import annotations
@@ -15,12 +16,13 @@ from typing import Literal
 
 import sqlalchemy as sa
 
-from ripple.changestream.capture import TransactionTag
+from ripple.changestream.capture import TransactionTag, capture_of
+from ripple.metabase.acl import AclSpec, check_spec, resolve_acl
 from ripple.metabase.db import Metabase
 from ripple.metabase.errors import ConflictRetry, InvalidArgument
 from ripple.metabase.get_object import resolve_object
 from ripple.metabase.object_tagging import check_tags
-from ripple.metabase.rows import key_bytes, new_stream_id, start_key_write
+from ripple.metabase.rows import key_bytes, latest_committed, new_stream_id, start_key_write
 from ripple.metabase.store_committed import CommitResult, store_committed
 from ripple.metabase.types import Object, ObjectLocation, Retention
 
@@ -54,6 +56,7 @@ def copy_object(
     legal_hold: bool = False,
     stream_id: uuid.UUID | None = None,
     source_stream_id: uuid.UUID | None = None,
+    acl: AclSpec | None = None,
     tag: TransactionTag | None = None,
 ) -> CopyResult:
     """Commit a copy of the source version. With `source_stream_id`, the version found must
@@ -73,11 +76,13 @@ def copy_object(
             f"tagging directive must be COPY or REPLACE, not {tagging_directive!r}"
         )
     new_tags = check_tags(tags or {})
+    acl = None if acl is None else check_spec(acl)
     new_stream = stream_id or new_stream_id()
 
     def tx(conn: sa.Connection) -> CopyResult:
         bucket = start_key_write(conn, destination)
         src = resolve_object(conn, source, source_version_id)
+        _note_source(conn, source, src, source_version_id)
         if source_stream_id is not None and src.stream_id != source_stream_id:
             raise CopySourceChanged(
                 f"the copy source {source.object_key!r} changed during the copy; try again"
@@ -100,6 +105,7 @@ def copy_object(
             retention=retention,
             legal_hold=legal_hold,
             expires_at=None,
+            acl=resolve_acl(conn, destination.project_id, acl),  # never the source's
         )
         result = store_committed(
             conn, bucket, new, db.now(), explicit_retention=retention is not None
@@ -108,3 +114,18 @@ def copy_object(
 
     tag = (tag or TransactionTag()).defaults(operation="copy")
     return db.run_write(tx, tag, exclude_txn_from_change_streams=False)
+
+
+def _note_source(
+    conn: sa.Connection, source: ObjectLocation, src: Object, version_id: str | None
+) -> None:
+    """Put the source in the transaction tag (`copy_source`) for the events: a copy of a
+    key's latest version onto itself is also a metadata update; one of an older version
+    restores it, so its source is named with `?versionId=`."""
+    name = f"{source.bucket_name}/{source.object_key}"
+    if version_id is not None and not src.is_delete_marker:
+        latest = latest_committed(conn, source)
+        if latest is None or (latest.stream_id, latest.version) != (src.stream_id, src.version):
+            name += f"?versionId={src.version_id}"
+    capture = capture_of(conn)
+    capture.tag = replace(capture.tag, copy_source=name)

@@ -27,7 +27,7 @@ from ripple.changestream.capture import Capture, TransactionTag, attach, detach
 from ripple.changestream.values import datetime_ns
 from ripple.changestream.writer import ChangeStreamWriter
 from ripple.metabase.errors import ConflictRetry, InvalidArgument
-from ripple.metabase.schema import objects
+from ripple.metabase.schema import buckets, objects
 
 # Is eventing enabled for this bucket (project id, bucket name)? Called for every row a
 # write changes, so it must answer from memory.
@@ -124,10 +124,14 @@ class Metabase:
         # and the COMMIT together.
         self.before_commit: list[Callable[[Connection], None]] = []
         self.changestreams = ChangeStreamWriter(
-            {"objects": objects}, {"objects": ("project_id", "bucket_name")}, self._in_scope
+            {"objects": objects, "buckets": buckets},
+            {"objects": ("project_id", "bucket_name"), "buckets": ("project_id", "name")},
+            self._in_scope,
         )
 
     def _in_scope(self, table: str, row: Mapping[str, object]) -> bool:
+        if table != "objects":
+            return True  # a bucket's own changes (project_eventing excludes no transaction)
         project_id, bucket_name = row["project_id"], row["bucket_name"]
         assert isinstance(project_id, uuid.UUID)
         assert isinstance(bucket_name, str)

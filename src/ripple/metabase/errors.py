@@ -111,3 +111,51 @@ class ConflictRetry(MetabaseError):
     """A concurrent writer kept winning the same key; the caller may try again."""
 
     code = "OperationAborted"
+
+
+class MalformedLifecycle(MetabaseError):
+    """A lifecycle configuration S3 cannot read: no rules, a bad Status, Filter and Prefix
+    together (or neither), an Expiration with none or several of Days, Date and
+    ExpiredObjectDeleteMarker."""
+
+    code = "MalformedXML"
+
+
+class InvalidLifecycleRequest(MetabaseError):
+    """A lifecycle rule S3 refuses as a request: no action, tags with an action that cannot
+    filter on them, a tag key given twice."""
+
+    code = "InvalidRequest"
+
+
+class LifecycleNotFound(MetabaseError):
+    code = "NoSuchLifecycleConfiguration"
+
+
+class LifecycleNotImplemented(MetabaseError):
+    """A lifecycle action ripple does not have: transitions (it has one storage class)."""
+
+    code = "NotImplemented"
+
+
+class InvalidRenameRequest(InvalidArgument):
+    """A RenameObject that cannot be run: a versioned bucket, the same key twice, a key
+    ending with `/`, prefixes that are empty, not `/`-terminated or overlapping."""
+
+    code = "InvalidRequest"
+
+
+class PreconditionFailed(MetabaseError):
+    """A conditional request whose condition does not hold (HTTP 412)."""
+
+    code = "PreconditionFailed"
+
+
+class TooManyKeysToRename(InvalidRenameRequest):
+    """A prefix rename over more keys than the configured limit (`s3.max-rename-keys`)."""
+
+
+class DestinationPrefixNotEmpty(MetabaseError):
+    """A prefix rename whose destination prefix already holds keys (HTTP 409)."""
+
+    code = "DestinationPrefixNotEmpty"

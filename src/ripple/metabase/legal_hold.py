@@ -1,12 +1,15 @@
 """Put and get an object version's legal hold (S3 PutObjectLegalHold / GetObjectLegalHold).
 
 A legal hold has no expiry and stops the version from being deleted by anyone, until it is
-turned off. Only in buckets created with object lock, only on object versions."""
+turned off. Only in buckets created with object lock, only on object versions. A change is
+an UPDATE the change stream records (an `ObjectMetadata:Update` event); setting the hold a
+version already has changes nothing and records nothing."""
 
 from __future__ import annotations
 
 import sqlalchemy as sa
 
+from ripple.changestream.capture import TransactionTag, capture_of
 from ripple.metabase.db import Metabase
 from ripple.metabase.get_object import resolve_object
 from ripple.metabase.retention import lockable_version
@@ -15,14 +18,23 @@ from ripple.metabase.types import Object, ObjectLocation
 
 
 def put_object_legal_hold(
-    db: Metabase, loc: ObjectLocation, on: bool, *, version_id: str | None = None
+    db: Metabase,
+    loc: ObjectLocation,
+    on: bool,
+    *,
+    version_id: str | None = None,
+    tag: TransactionTag | None = None,
 ) -> Object:
     def tx(conn: sa.Connection) -> Object:
         _, obj = lockable_version(conn, loc, version_id, "legal hold", write=True)
+        if obj.legal_hold == on:
+            return obj  # nothing changes, so nothing is recorded
+        capture_of(conn).default_etag(obj.etag)
         update_row(conn, obj, legal_hold=on)
         return resolve_object(conn, loc, obj.version_id)
 
-    return db.run_write(tx)
+    tag = (tag or TransactionTag()).defaults(operation="put-object-legal-hold")
+    return db.run_write(tx, tag, exclude_txn_from_change_streams=False)
 
 
 def get_object_legal_hold(

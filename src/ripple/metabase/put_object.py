@@ -11,6 +11,7 @@ from datetime import datetime
 import sqlalchemy as sa
 
 from ripple.changestream.capture import TransactionTag
+from ripple.metabase.acl import AclSpec, check_spec, resolve_acl
 from ripple.metabase.db import Metabase
 from ripple.metabase.object_tagging import check_tags
 from ripple.metabase.rows import key_bytes, require_aware, start_key_write
@@ -32,12 +33,14 @@ def put_object(
     expires_at: datetime | None = None,
     inline_data: bytes | None = None,
     tags: Mapping[str, str] | None = None,
+    acl: AclSpec | None = None,
     tag: TransactionTag | None = None,
 ) -> CommitResult:
     """Commit a new version whose data is stored under `stream_id` (or is `inline_data`),
-    with object `tags` (S3's rules: `check_tags`)."""
+    with object `tags` (S3's rules: `check_tags`) and `acl` (None: private)."""
     key_bytes(loc.object_key)
     object_tags = check_tags(tags or {})
+    acl = None if acl is None else check_spec(acl)
     require_aware(expires_at, "expires_at")
     if inline_data is not None and len(inline_data) != size:
         raise ValueError(f"inline data is {len(inline_data)} bytes, not {size}")
@@ -62,6 +65,7 @@ def put_object(
             legal_hold=legal_hold,
             inline_data=inline_data,
             tags=object_tags,
+            acl=resolve_acl(conn, loc.project_id, acl),
         )
         return store_committed(conn, bucket, new, now, explicit_retention=retention is not None)
 

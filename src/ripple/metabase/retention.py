@@ -2,12 +2,15 @@
 
 Only in buckets created with object lock, and only on object versions (not delete markers).
 The rules are `objectlock.check_retention_change`: compliance never shortened or removed
-while active; governance only with an allowed bypass."""
+while active; governance only with an allowed bypass. A change is an UPDATE the change
+stream records (an `ObjectMetadata:Update` event); setting the retention a version already
+has changes nothing and records nothing."""
 
 from __future__ import annotations
 
 import sqlalchemy as sa
 
+from ripple.changestream.capture import TransactionTag, capture_of
 from ripple.metabase.db import Metabase
 from ripple.metabase.errors import MethodNotAllowed, ObjectLockNotEnabled
 from ripple.metabase.get_object import resolve_object
@@ -40,6 +43,7 @@ def put_object_retention(
     version_id: str | None = None,
     bypass_governance: bool = False,
     can_bypass_governance: bool = False,
+    tag: TransactionTag | None = None,
 ) -> Object:
     """Set (or with None, remove) the retention of a version; returns the version."""
     bypass = bypass_allowed(bypass_governance, can_bypass_governance)
@@ -47,6 +51,9 @@ def put_object_retention(
     def tx(conn: sa.Connection) -> Object:
         _, obj = lockable_version(conn, loc, version_id, "retention", write=True)
         check_retention_change(obj.retention, retention, db.now(), bypass=bypass)
+        if obj.retention == retention:
+            return obj  # nothing changes, so nothing is recorded
+        capture_of(conn).default_etag(obj.etag)
         update_row(
             conn,
             obj,
@@ -55,7 +62,8 @@ def put_object_retention(
         )
         return resolve_object(conn, loc, obj.version_id)
 
-    return db.run_write(tx)
+    tag = (tag or TransactionTag()).defaults(operation="put-object-retention")
+    return db.run_write(tx, tag, exclude_txn_from_change_streams=False)
 
 
 def get_object_retention(

@@ -82,6 +82,7 @@ def object_from_row(row: Row[Any] | Mapping[str, Any]) -> Object:
         legal_hold=bool(m["legal_hold"]),
         inline_data=None if m.get("inline_data") is None else bytes(m["inline_data"]),
         tags=dict(m["tags"] or {}),
+        acl=m.get("acl"),
     )
 
 
@@ -105,6 +106,7 @@ def object_values(obj: Object) -> dict[str, Any]:
         "legal_hold": obj.legal_hold,
         "inline_data": obj.inline_data,
         "tags": obj.tags or None,
+        "acl": obj.acl,
     }
 
 
@@ -124,6 +126,8 @@ def bucket_from_row(row: Row[Any]) -> Bucket:
         object_lock_enabled=bool(m["object_lock_enabled"]),
         default_retention=default,
         created_at=m["created_at"],
+        acl=m.get("acl"),
+        lifecycle=m.get("lifecycle"),
     )
 
 

@@ -55,6 +55,10 @@ buckets = sa.Table(
     sa.Column("default_retention_days", sa.Integer, nullable=True),
     sa.Column("default_retention_years", sa.Integer, nullable=True),
     sa.Column("created_at", UTCDateTime, nullable=False),
+    # the bucket ACL's grants, {"grants": [...]}; NULL: private (migration 0011)
+    sa.Column("acl", sa.JSON, nullable=True),
+    # the bucket's lifecycle rules as parsed; NULL: none (migration 0011)
+    sa.Column("lifecycle", sa.JSON, nullable=True),
     sa.UniqueConstraint("name", name="buckets_name_key"),  # S3 bucket names are global
 )
 
@@ -80,6 +84,8 @@ objects = sa.Table(
     sa.Column("inline_data", sa.LargeBinary, nullable=True),
     # object tags, {key: value} in the order they were set; NULL: none (migration 0010)
     sa.Column("tags", sa.JSON, nullable=True),
+    # the object ACL's grants, {"grants": [...]}; NULL: private (migration 0011)
+    sa.Column("acl", sa.JSON, nullable=True),
     sa.ForeignKeyConstraint(
         ["project_id", "bucket_name"],
         ["buckets.project_id", "buckets.name"],

@@ -6,6 +6,7 @@ import enum
 import uuid
 from dataclasses import dataclass, field
 from datetime import datetime
+from typing import Any
 
 from ripple.metabase.errors import InvalidVersionId
 
@@ -95,6 +96,10 @@ class Bucket:
     object_lock_enabled: bool
     default_retention: DefaultRetention | None
     created_at: datetime
+    # the bucket ACL as stored, {"grants": [...]} (None: private; ripple.metabase.acl)
+    acl: dict[str, Any] | None = None
+    # the lifecycle rules as stored (None: no lifecycle configuration)
+    lifecycle: list[dict[str, Any]] | None = None
 
 
 @dataclass(frozen=True)
@@ -117,6 +122,8 @@ class Object:
     legal_hold: bool = False
     inline_data: bytes | None = None
     tags: dict[str, str] = field(default_factory=dict)  # object tags, in the order set
+    # the object ACL as stored, {"grants": [...]} (None: private; ripple.metabase.acl)
+    acl: dict[str, Any] | None = None
 
     @property
     def location(self) -> ObjectLocation:

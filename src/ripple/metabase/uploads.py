@@ -3,10 +3,10 @@ stream id. Begin one with what its object will be (content type, metadata, objec
 find one, abort one, list a bucket's. Completing an upload is `commit_object`; its parts
 live with the object data, not in the metabase.
 
-The pending row carries the content type, user metadata, retention, legal hold and tags
-given at create, so completing needs nothing but the row. Uploads begun here never expire by TTL
-(`expires_at` is unset), so the lock settings on a pending row never keep `expire` from
-removing it.
+The pending row carries the content type, user metadata, retention, legal hold, tags and
+ACL given at create, so completing needs nothing but the row. Uploads begun here never
+expire by TTL (`expires_at` is unset), so the lock settings on a pending row never keep
+`expire` from removing it.
 """
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ from dataclasses import dataclass
 
 import sqlalchemy as sa
 
+from ripple.metabase.acl import AclSpec, check_spec, resolve_acl
 from ripple.metabase.db import Metabase
 from ripple.metabase.errors import InvalidArgument, PendingObjectNotFound
 from ripple.metabase.listing import BATCH, common_prefix, past, start_position
@@ -56,6 +57,7 @@ def begin_upload(
     legal_hold: bool = False,
     stream_id: uuid.UUID | None = None,
     tags: Mapping[str, str] | None = None,
+    acl: AclSpec | None = None,
 ) -> Object:
     """Begin a multipart upload: a pending row holding what the completed object will be.
 
@@ -63,6 +65,7 @@ def begin_upload(
     bucket must have object lock; a retain-until date must be in the future)."""
     key_bytes(loc.object_key)
     object_tags = check_tags(tags or {})
+    acl = None if acl is None else check_spec(acl)
     sid = stream_id or new_stream_id()
 
     def tx(conn: sa.Connection) -> Object:
@@ -84,6 +87,7 @@ def begin_upload(
             retention=retention,
             legal_hold=legal_hold,
             tags=object_tags,
+            acl=resolve_acl(conn, loc.project_id, acl),  # the completed object's
         )
         insert_rows(conn, [pending])
         return pending

@@ -15,8 +15,10 @@ Decisions, with S3's behaviour where ripple differs:
   `CloudFunctionConfiguration` are `InvalidArgument` naming the element (they name SQS and
   Lambda ARNs, which cannot exist in ripple); `EventBridgeConfiguration` is `NotImplemented`.
 - Event types are `s3:` and an event name ripple emits (`ripple.events.names`), or a
-  family wildcard, `s3:ObjectCreated:*`, `s3:ObjectRemoved:*` or `s3:ObjectTagging:*`.
-  S3's other types (ACL, restore, lifecycle, ...) and `s3:*` are "not supported for
+  family wildcard: `s3:ObjectCreated:*`, `s3:ObjectRemoved:*`, `s3:ObjectTagging:*`,
+  `s3:ObjectAcl:*`, `s3:ObjectMetadata:*`, `s3:ObjectRenamed:*`,
+  `s3:LifecycleExpiration:*`. S3's other types (restore, replication, transition, ...), the
+  bucket events (a topic's `project-events`) and `s3:*` are "not supported for
   notifications".
 - Key filter `Filter/S3Key/FilterRule`: Name `prefix` or `suffix` (any case), as in S3, plus
   the extension `regex`: a Python regular expression the whole key must match

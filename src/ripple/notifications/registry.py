@@ -58,6 +58,8 @@ class Destination:
     tags: tuple[tuple[str, str], ...] = ()
     include_tags: bool = False  # add s3.object.tags to the event
     include_metadata: bool = False  # add s3.object.metadata to the event
+    # which of a rename's events it gets: "s3" (removed + created) or "single" (renamed)
+    rename_events: str = "s3"
 
     def __post_init__(self) -> None:
         if self.regex is not None:
@@ -106,6 +108,11 @@ def _compiled(regex: str) -> re.Pattern[str]:
     if pattern is None:
         pattern = _PATTERNS[regex] = re.compile(regex)
     return pattern
+
+
+# The bucket name under which a project's project-wide destinations are kept (bucket events:
+# `BucketCreated:*`, `BucketRemoved:*`); no bucket has an empty name.
+PROJECT_WIDE = ""
 
 
 class Registry:

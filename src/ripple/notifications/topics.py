@@ -33,7 +33,17 @@ from ripple.notifications.phase1 import topic_name_problem
 from ripple.targets.arguments import flag
 from ripple.targets.endpoints import Endpoint, parse_endpoint
 
-__all__ = ["INCLUDE_METADATA", "INCLUDE_TAGS", "PULL_ONLY", "Kind", "Topic", "parse_topics"]
+__all__ = [
+    "INCLUDE_METADATA",
+    "INCLUDE_TAGS",
+    "PROJECT_EVENTS",
+    "PULL_ONLY",
+    "RENAME_EVENTS",
+    "RENAME_MODES",
+    "Kind",
+    "Topic",
+    "parse_topics",
+]
 
 PULL_ONLY = "none"
 # Topic arguments (true/false, default false): the topic's events carry the object's tags
@@ -42,6 +52,15 @@ PULL_ONLY = "none"
 # get them.
 INCLUDE_TAGS = "include-tags"
 INCLUDE_METADATA = "include-metadata"
+# Topic argument: how its notifications see a rename: `s3` (the default), an
+# `ObjectRemoved:Delete` for each source key and an `ObjectCreated:Put` for each destination
+# key; `single`, one `ObjectRenamed:Rename` with `renameFromKey` (one for a whole prefix)
+RENAME_EVENTS = "rename-events"
+RENAME_MODES = ("s3", "single")
+# Topic argument: the bucket events of the topic's own project it gets, a comma-separated
+# list of event types (`s3:BucketCreated:*`, `s3:BucketRemoved:*`, or exact ones): a
+# project-wide notification, opted into per topic
+PROJECT_EVENTS = "project-events"
 Kind = Literal["webhook", "pubsub", "amqp", "nats", "mqtt", "redis", "snapshot", "pull"]
 
 
@@ -80,6 +99,19 @@ class Topic:
         `include-metadata`; a value that is not a flag (refused when the topic is made)
         counts as false."""
         return _flag(self.arguments.get(INCLUDE_TAGS)), _flag(self.arguments.get(INCLUDE_METADATA))
+
+    @property
+    def project_events(self) -> tuple[str, ...]:
+        """The bucket event types of `project-events` (none when it is not set)."""
+        raw = self.arguments.get(PROJECT_EVENTS) or ""
+        return tuple(part.strip() for part in raw.split(",") if part.strip())
+
+    @property
+    def rename_events(self) -> str:
+        """`rename-events`: `s3` or `single`; a value that is neither (refused when the topic
+        is made) counts as `s3`."""
+        value = (self.arguments.get(RENAME_EVENTS) or "").strip().lower()
+        return value if value in RENAME_MODES else RENAME_MODES[0]
 
     @property
     def pubsub_topic(self) -> str:

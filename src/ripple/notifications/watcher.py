@@ -18,17 +18,22 @@ from collections.abc import Callable
 from dataclasses import replace
 
 from ripple.notifications.phase1 import BucketKey
-from ripple.notifications.registry import Destination, Registry
+from ripple.notifications.registry import PROJECT_WIDE, Destination, Registry
 from ripple.notifications.store import ConfigSnapshot, EventingStore
 
 __all__ = ["ConfigWatcher", "routes_of"]
 
 log = logging.getLogger(__name__)
 
+# the `s3.configurationId` of bucket events sent to a project-wide notification
+PROJECT_CONFIGURATION_ID = "ProjectEvents"
+
 
 def routes_of(snapshot: ConfigSnapshot) -> dict[BucketKey, list[Destination]]:
     """Each bucket's destinations: its notifications whose topic exists, carrying tags and
-    metadata in their events as the topic's arguments say (`Topic.includes`)."""
+    metadata in their events and seeing renames as the topic's arguments say
+    (`Topic.includes`, `Topic.rename_events`); and under `(project, PROJECT_WIDE)` each
+    project's topics with a `project-events` argument (`Topic.project_events`)."""
     routes: dict[BucketKey, list[Destination]] = {}
     for bucket, notifications in snapshot.notifications.items():
         destinations = []
@@ -37,10 +42,21 @@ def routes_of(snapshot: ConfigSnapshot) -> dict[BucketKey, list[Destination]]:
             if stored is not None:
                 tags, metadata = stored.topic.includes
                 destinations.append(
-                    replace(n.destination(), include_tags=tags, include_metadata=metadata)
+                    replace(
+                        n.destination(),
+                        include_tags=tags,
+                        include_metadata=metadata,
+                        rename_events=stored.topic.rename_events,
+                    )
                 )
         if destinations:
             routes[bucket] = destinations
+    for stored in snapshot.topics.values():  # project-wide notifications: bucket events
+        events = stored.topic.project_events
+        if events:
+            routes.setdefault((stored.project_id, PROJECT_WIDE), []).append(
+                Destination(stored.arn, PROJECT_CONFIGURATION_ID, events=events)
+            )
     return routes
 
 

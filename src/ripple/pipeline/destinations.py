@@ -16,9 +16,12 @@ push target:
 | `format` | `s3` | `hdfs-inotify`: HDFS inotify batches, one per transaction (`hdfs_inotify`) |
 | `include-tags` | false | true: events carry the object's tags as `s3.object.tags` |
 | `include-metadata` | false | true: events carry its user metadata as `s3.object.metadata` |
+| `rename-events` | `s3` | `single`: a rename is one `ObjectRenamed:Rename`, not removed + created |
+| `project-events` | none | the project's bucket events it gets: `s3:BucketCreated:*`, … |
 
-The two `include-` arguments are applied by routing (`ripple.pipeline.route`), so they hold
-for pull-only topics and pull subscriptions too; here they are only checked.
+The `include-`, `rename-events` and `project-events` arguments are applied by routing
+(`ripple.pipeline.route`), so they hold for pull-only topics and pull subscriptions too; here
+they are only checked.
 
 Every other argument goes to the push target (see docs/targets.md). A wrong argument raises
 `ValueError` with one line naming the topic and the argument, before anything starts.
@@ -29,8 +32,17 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 
+from ripple.events.buckets import is_bucket_event
+from ripple.events.names import BUCKET_EVENT_NAMES, matches
 from ripple.notifications.registry import Registry
-from ripple.notifications.topics import INCLUDE_METADATA, INCLUDE_TAGS, Topic
+from ripple.notifications.topics import (
+    INCLUDE_METADATA,
+    INCLUDE_TAGS,
+    PROJECT_EVENTS,
+    RENAME_EVENTS,
+    RENAME_MODES,
+    Topic,
+)
 from ripple.pipeline.deliver import RetryPolicy
 from ripple.subscriptions.store import SubscriptionStore
 from ripple.targets import amqp, hdfs_inotify, mqtt, nats, pubsub, redis, snapshot, webhook
@@ -43,7 +55,8 @@ from ripple.targets.subscription import SubscriptionTarget
 __all__ = ["Destinations", "build", "topics_in_use"]
 
 RETRY_ARGUMENTS = ("time-to-live", "max-retries", "retry-sleep-duration", "persistent")
-ROUTING_ARGUMENTS = (INCLUDE_TAGS, INCLUDE_METADATA)  # applied by routing, for every target
+# applied by routing, for every target
+ROUTING_ARGUMENTS = (INCLUDE_TAGS, INCLUDE_METADATA, RENAME_EVENTS, PROJECT_EVENTS)
 COMMON_ARGUMENTS = (*RETRY_ARGUMENTS, "OpaqueData", "format", *ROUTING_ARGUMENTS)
 FORMATS = ("s3", hdfs_inotify.FORMAT)
 
@@ -92,7 +105,20 @@ def push_target(topic: Topic) -> Target | None:
     `ValueError` naming the topic if an argument is wrong, or if the destination guard
     (`ripple.targets.guard.default_guard`) refuses the endpoint's host, or an API topic's
     Google Pub/Sub project."""
-    for name in ROUTING_ARGUMENTS:
+    for pattern in topic.project_events:
+        if not is_bucket_event(pattern) or not any(
+            matches(pattern, name) for name in BUCKET_EVENT_NAMES
+        ):
+            raise ValueError(
+                f"topic {topic.name!r}: {PROJECT_EVENTS} takes bucket event types "
+                f"(s3:BucketCreated:*, s3:BucketRemoved:*, or exact ones), not {pattern!r}"
+            )
+    rename = topic.arguments.get(RENAME_EVENTS)
+    if rename is not None and rename.strip().lower() not in RENAME_MODES:
+        raise ValueError(
+            f"topic {topic.name!r}: {RENAME_EVENTS} must be s3 or single, not {rename!r}"
+        )
+    for name in (INCLUDE_TAGS, INCLUDE_METADATA):
         if name in topic.arguments:
             try:
                 flag(name, topic.arguments[name])

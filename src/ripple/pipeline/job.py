@@ -8,10 +8,15 @@ Streaming query.
 Spark commits a batch's offsets (checkpoint) only after `handle` returns, and `handle`
 returns only when every event is acknowledged or in its destination's retry queue: at least
 once. While the query runs, the driver's main loop drains the retry queues.
+
+A second query does the same for the `project_eventing` stream (the buckets table: bucket
+events), with its own checkpoint (`<checkpoint>-project-events`); the two share the
+deliverer, whose lock keeps their batches apart.
 """
 
 from __future__ import annotations
 
+import functools
 import logging
 import os
 import sys
@@ -27,7 +32,7 @@ from pyspark.errors import StreamingQueryException
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.streaming.query import StreamingQuery
 
-from ripple.changestream.reader import DEFAULT_STREAM, ChangeStreamReader
+from ripple.changestream.reader import DEFAULT_STREAM, PROJECT_STREAM, ChangeStreamReader
 from ripple.events import EventSettings
 from ripple.notifications.registry import Registry
 from ripple.pipeline import metrics
@@ -47,6 +52,8 @@ class JobSettings:
     events: EventSettings = field(default_factory=EventSettings)
     max_records_per_batch: int = 50_000
     trigger_interval: str = "0 seconds"  # as soon as the previous batch is done
+    # bucket events are rare: their query looks for new ones once a second
+    bucket_trigger_interval: str = "1 second"
     drain_interval_s: float = 0.5
     spark_conf: dict[str, str] = field(default_factory=dict)
 
@@ -120,22 +127,38 @@ def batch_handler(
     return handle
 
 
+# the streams the job reads: (stream, the table it is over, query name, checkpoint suffix)
+STREAMS = (
+    (DEFAULT_STREAM, "objects", "ripple-events", ""),
+    (PROJECT_STREAM, "buckets", "ripple-bucket-events", "-project-events"),
+)
+
+
 def start_query(
-    spark: SparkSession, settings: JobSettings, handler: BatchHandler
+    spark: SparkSession,
+    settings: JobSettings,
+    handler: BatchHandler,
+    stream: str = DEFAULT_STREAM,
 ) -> StreamingQuery:
+    _, table, name, suffix = next(s for s in STREAMS if s[0] == stream)
+    trigger = settings.trigger_interval if stream == DEFAULT_STREAM else None
     records = (
         spark.readStream.format(NAME)
         .option("url", settings.database_url)
+        .option("stream", stream)
         .option("maxRecordsPerBatch", str(settings.max_records_per_batch))
         .load()
     )
-    transform = events_of_batches(settings.database_url, settings.events)
+    transform = events_of_batches(settings.database_url, settings.events, table)
     events = records.mapInArrow(transform, SPARK_EVENT_SCHEMA)
+    checkpoint = settings.checkpoint_dir
+    if suffix:
+        checkpoint = checkpoint.with_name(checkpoint.name + suffix)
     return (
         events.writeStream.foreachBatch(handler)
-        .option("checkpointLocation", str(settings.checkpoint_dir))
-        .trigger(processingTime=settings.trigger_interval)
-        .queryName("ripple-events")
+        .option("checkpointLocation", str(checkpoint))
+        .trigger(processingTime=trigger or settings.bucket_trigger_interval)
+        .queryName(name)
         .start()
     )
 
@@ -153,17 +176,18 @@ def run(
     stop = stop or threading.Event()
     spark = spark_session(settings.master, settings.spark_conf)
     deliverer.open()
-    offsets = ChangeStreamReader(engine_for(settings.database_url), DEFAULT_STREAM)
-    query = start_query(
-        spark,
-        settings,
-        batch_handler(
+    engine = engine_for(settings.database_url)
+    queries: list[StreamingQuery] = []
+    for stream, *_ in STREAMS:
+        offsets = ChangeStreamReader(engine, stream)
+        handler = batch_handler(
             registry,
             deliverer,
-            lambda positions: offsets.commit_offsets(DEFAULT_CONSUMER, positions),
-            reconfigure,
-        ),
-    )
+            functools.partial(offsets.commit_offsets, DEFAULT_CONSUMER),
+            reconfigure,  # the deliverer's lock keeps the two queries' calls apart
+        )
+        queries.append(start_query(spark, settings, handler, stream))
+    query, bucket_query = queries
     if on_started is not None:
         on_started(query)
     try:
@@ -172,13 +196,15 @@ def run(
             while not stop.is_set():
                 if query.awaitTermination(settings.drain_interval_s):  # type: ignore[arg-type]
                     break
+                if not bucket_query.isActive:
+                    break
                 if reconfigure is not None:  # also when no batch comes: removed topics go
                     try:
                         reconfigure()
                     except Exception as e:  # the database away: the next batch fails
                         log.warning("cannot reload the eventing configuration: %s", e)
                 deliverer.drain_for(settings.drain_interval_s)
-            failure = query.exception()
+            failure = query.exception() or bucket_query.exception()
         except (StreamingQueryException, Py4JError, ConnectionError) as e:
             failure = e
         if failure is not None:
@@ -192,10 +218,11 @@ def run(
             log.warning("the query ended while stopping: %s", reason)
     finally:
         try:
-            query.stop()
+            for running in queries:
+                running.stop()
         except (Py4JError, ConnectionError) as e:
             if not stop.is_set():
                 raise
             log.warning("Spark was gone when the query stopped: %s", type(e).__name__)
         deliverer.close()
-        offsets.engine.dispose()
+        engine.dispose()

@@ -3,6 +3,13 @@ metadata and tag filters match it. An event whose bucket has no destination at a
 as a warning, counted (`ripple_events_unrouted_total`) and discarded; one that no filter
 selects is simply not sent (as S3 does).
 
+Bucket events (`BucketCreated:*`, `BucketRemoved:*`) go to the project-wide destinations of
+their bucket's project (topics with `project-events`); without one they are dropped quietly:
+they are opt-in, not unrouted.
+
+A rename's events come both ways (`EventRecord.rename`): each destination gets those of its
+topic's `rename-events` (`s3`: removed + created per key; `single`: one `ObjectRenamed:Rename`).
+
 A destination whose topic sets `include-tags` / `include-metadata` gets its events with the
 object's tags and user metadata added under `s3.object`, as another object store sends them:
 
@@ -25,8 +32,9 @@ from typing import Any
 
 import orjson
 
+from ripple.events.buckets import is_bucket_event
 from ripple.events.keys import decode_key
-from ripple.notifications.registry import Registry
+from ripple.notifications.registry import PROJECT_WIDE, Registry
 from ripple.pipeline import metrics
 from ripple.targets.base import Delivery
 
@@ -112,7 +120,12 @@ def route(rows: Iterable[Mapping[str, Any]], registry: Registry, batch_id: int) 
     routed = Routed()
     for row in rows:
         routed.newest_commit_ns = max(routed.newest_commit_ns, row["commit_ns"])
-        destinations = registry.destinations(uuid.UUID(row["project_id"]), row["bucket"])
+        if is_bucket_event(row["event_name"]):  # only for projects that asked for them
+            destinations = registry.destinations(uuid.UUID(row["project_id"]), PROJECT_WIDE)
+            if not destinations:
+                continue
+        else:
+            destinations = registry.destinations(uuid.UUID(row["project_id"]), row["bucket"])
         if not destinations:
             routed.unrouted += 1
             metrics.EVENTS_UNROUTED.inc()
@@ -132,6 +145,9 @@ def route(rows: Iterable[Mapping[str, Any]], registry: Registry, batch_id: int) 
                 metadata = orjson.loads(row["metadata"])
             if (destination.tags or destination.include_tags) and tags is None and row.get("tags"):
                 tags = orjson.loads(row["tags"])
+            rename = row.get("rename")
+            if rename is not None and rename != destination.rename_events:
+                continue  # the other way of telling this rename
             if not destination.wants(row["event_name"], row["key"], metadata, tags):
                 continue
             if attributes is None:

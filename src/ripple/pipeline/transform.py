@@ -37,29 +37,34 @@ EVENT_SCHEMA = pa.schema(
         ("message", pa.binary()),  # one S3 event record, JSON
         ("metadata", pa.string()),  # the object's user metadata, JSON; null when not known
         ("tags", pa.string()),  # the object's tags, JSON; null when not known
+        ("rename", pa.string()),  # a rename's event: "s3" or "single" (EventRecord.rename)
     ]
 )
 SPARK_EVENT_SCHEMA = (
     "partition int, position bigint, commit_ns bigint, event_id string, project_id string, "
     "bucket string, key string, event_name string, sequencer string, version_id string, "
-    "message binary, metadata string, tags string"
+    "message binary, metadata string, tags string, rename string"
 )
 
 
-def event_id(partition: int, sequencer: str) -> str:
+def event_id(partition: int, sequencer: str, prefix: str = "") -> str:
     """An event's id, the same however often it is delivered: commit timestamps are unique
-    per transaction within a partition, and the sequencer holds it and the event's index."""
-    return f"{partition}-{sequencer}"
+    per transaction within a partition, and the sequencer holds it and the event's index.
+    `prefix` tells the streams apart (`b` for the bucket events of `project_eventing`)."""
+    return f"{prefix}{partition}-{sequencer}"
 
 
 def events_of_rows(
     rows: Iterable[Mapping[str, Any]],
     owner_of: Callable[[str], str],
     settings: EventSettings,
+    table: str = "objects",
 ) -> Iterator[dict[str, Any]]:
     """Event rows (EVENT_SCHEMA) of source rows given in position order; a transaction's
-    events come out once its last record in the partition has been seen."""
-    records = (change_record(row, "objects") for row in rows)
+    events come out once its last record in the partition has been seen. `table` is the
+    stream's: `objects` (bucket_eventing) or `buckets` (project_eventing)."""
+    prefix = _ID_PREFIXES.get(table, "")
+    records = (change_record(row, table) for row in rows)
     for group in transactions(records, strict=True):
         last = group[-1]
         commit_ns = timestamp_ns(last["commit_timestamp"])
@@ -68,7 +73,7 @@ def events_of_rows(
                 "partition": last["partition"],
                 "position": last["position"],
                 "commit_ns": commit_ns,
-                "event_id": event_id(last["partition"], event.sequencer),
+                "event_id": event_id(last["partition"], event.sequencer, prefix),
                 "project_id": event.project_id,
                 "bucket": event.bucket,
                 "key": event.key,
@@ -78,7 +83,11 @@ def events_of_rows(
                 "message": orjson.dumps(event.message),
                 "metadata": _json(event.metadata),
                 "tags": _json(event.tags),
+                "rename": event.rename,
             }
+
+
+_ID_PREFIXES = {"buckets": "b"}
 
 
 def _json(value: Mapping[str, str] | None) -> str | None:
@@ -112,9 +121,10 @@ class Owners:
 
 
 def events_of_batches(
-    url: str, settings: EventSettings
+    url: str, settings: EventSettings, table: str = "objects"
 ) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
-    """The `mapInArrow` function: one task's record batches → event batches."""
+    """The `mapInArrow` function: one task's record batches (of a stream over `table`) →
+    event batches."""
 
     def transform(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         owners = Owners(url)
@@ -125,7 +135,7 @@ def events_of_batches(
 
         out: list[dict[str, Any]] = []
         try:
-            for event in events_of_rows(rows(), owners, settings):
+            for event in events_of_rows(rows(), owners, settings, table):
                 out.append(event)
                 if len(out) >= 10_000:
                     yield pa.RecordBatch.from_pylist(out, schema=EVENT_SCHEMA)

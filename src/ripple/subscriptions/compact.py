@@ -6,11 +6,11 @@ non-S3 format). Pure: no I/O.
               "bucket": {"bucket_id": "<bucket name>", "name": "<bucket name>", "tenant": ""},
               "key": {"instance": "<versionId or empty>", "name": "<the raw key>"}}}
 
-- `event`: `OBJECT_CREATE` for `ObjectCreated:*`, `OBJECT_DELETE` for `ObjectRemoved:*`
-  (delete markers included), `OBJECT_METADATA_UPDATE` for `ObjectTagging:*`, `ObjectAcl:*`
-  and `ObjectMetadata:*`; with or without the `s3:` prefix. Any other event keeps its S3
-  name (`ObjectRenamed:Rename`…), so a pull never fails on an event type newer than this
-  form.
+- `event`: `OBJECT_CREATE` for `ObjectCreated:*`, `OBJECT_DELETE` for `ObjectRemoved:*` and
+  `LifecycleExpiration:*` (delete markers included), `OBJECT_METADATA_UPDATE` for
+  `ObjectTagging:*`, `ObjectAcl:*` and `ObjectMetadata:*`; with or without the `s3:`
+  prefix. Any other event keeps its S3 name (`ObjectRenamed:Rename`…), so a pull never fails
+  on an event type newer than this form.
 - `bucket_id`: the bucket's name. S3 bucket names are unique across ripple and the event
   record carries no other bucket id (the project's private id never leaves ripple).
 - `tenant`: empty: ripple has no tenants, bucket names form one namespace.
@@ -45,7 +45,7 @@ def compact_event_type(event_name: str) -> str:
     name = event_name.removeprefix(_PREFIX)
     if name.startswith("ObjectCreated:"):
         return OBJECT_CREATE
-    if name.startswith("ObjectRemoved:"):
+    if name.startswith(("ObjectRemoved:", "LifecycleExpiration:")):
         return OBJECT_DELETE
     if name.startswith(_METADATA_KINDS):
         return OBJECT_METADATA_UPDATE

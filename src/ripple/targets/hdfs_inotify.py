@@ -9,8 +9,10 @@ the inotify types and fields, with paths `/<bucket>/<key>` (the key decoded):
   iNodeType `DIRECTORY` alone, and its path, in every event, without the `/`;
 - `ObjectRemoved:*`, `LifecycleExpiration:*`: `UNLINK` (path, timestamp);
 - `ObjectRenamed:*` (with `renameFromKey`): `RENAME` (srcPath, destPath, timestamp);
-- `ObjectTagging:*`, `ObjectMetadata:*`: `METADATA` (path, metadataType `XATTRS`, mtime);
-- `ObjectAcl:*`: `METADATA` (path, metadataType `ACLS`, mtime).
+- `ObjectTagging:*`, `ObjectMetadata:*`: `METADATA` (path, metadataType `XATTRS`, mtime;
+  `TIMES` for a metadata update that changed only times);
+- `ObjectAcl:*`: `METADATA` (path, metadataType `ACLS`, mtime);
+- `BucketCreated:*`: `CREATE` of the directory `/<bucket>`; `BucketRemoved:*`: its `UNLINK`.
 
 `txid` is the transaction's commit time in Unix nanoseconds (from the sequencer): it
 increases with every transaction of a bucket. Times are Unix milliseconds, as HDFS's are.
@@ -58,6 +60,18 @@ def inotify_events(record: Mapping[str, Any]) -> list[dict[str, Any]]:
     path = _path(bucket, obj["key"])
     when = timestamp_ns(record["eventTime"]) // 1_000_000
     kind, _, _ = name.partition(":")
+    if kind == "BucketCreated":
+        return [
+            {
+                "eventType": "CREATE",
+                "path": f"/{bucket}",
+                "ctime": when,
+                "iNodeType": "DIRECTORY",
+                "overwrite": False,
+            }
+        ]
+    if kind == "BucketRemoved":
+        return [{"eventType": "UNLINK", "path": f"/{bucket}", "timestamp": when}]
     if path.endswith("/") and path.count("/") > 2:  # a "directory" key, e.g. albums/
         path, directory = path.rstrip("/"), True
     else:
@@ -77,22 +91,25 @@ def inotify_events(record: Mapping[str, Any]) -> list[dict[str, Any]]:
     if kind in ("ObjectRemoved", "LifecycleExpiration"):
         return [{"eventType": "UNLINK", "path": path, "timestamp": when}]
     if kind == "ObjectRenamed":
-        source = obj.get("renameFromKey") or record.get("renameFromKey", "")
+        source = _path(bucket, obj.get("renameFromKey") or record.get("renameFromKey", ""))
+        if directory:  # a prefix rename: directory paths, without their '/'
+            source = source.rstrip("/")
         return [
             {
                 "eventType": "RENAME",
-                "srcPath": _path(bucket, source),
+                "srcPath": source,
                 "destPath": path,
                 "timestamp": when,
             }
         ]
     metadata_type = {"ObjectAcl": "ACLS", "ObjectTagging": "XATTRS", "ObjectMetadata": "XATTRS"}
     if kind in metadata_type:
+        changed = (obj.get("metadataUpdate") or {}).get("changed")
         return [
             {
                 "eventType": "METADATA",
                 "path": path,
-                "metadataType": metadata_type[kind],
+                "metadataType": "TIMES" if changed == ["lastModified"] else metadata_type[kind],
                 "mtime": when,
             }
         ]

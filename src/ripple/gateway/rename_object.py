@@ -1,0 +1,134 @@
+"""RenameObject on the wire (`PUT /bucket/newkey?renameObject` with `x-amz-rename-source`),
+and ripple's prefix rename (the same request with `x-ripple-rename-prefix: true`).
+
+`x-amz-rename-source` is `[/]bucket/key`, URL-encoded, as S3's reference gives its pattern
+(`\\/?.+\\/.+`); the bucket must be the request's (S3 renames within one bucket). The
+conditions are S3's: `If-Match`, `If-None-Match`, `If-Modified-Since`,
+`If-Unmodified-Since` on the destination, `x-amz-rename-source-if-*` on the source. The
+answer is 200 with an empty body. The access key needs `write` on the destination and
+`delete` on the source. The rename is the metabase's (`ripple.metabase.rename_object`): no
+data is copied; the data of a destination it replaced is freed after the commit.
+
+`x-amz-client-token` (which boto3 always sends) is accepted but not remembered: a retry of
+a rename that succeeded answers 404 NoSuchKey for the source, not 200.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from datetime import datetime
+from urllib.parse import unquote
+
+from starlette.responses import Response
+
+from ripple.gateway.app import operation
+from ripple.gateway.auth import authorize
+from ripple.gateway.errors import S3Error
+from ripple.gateway.headers import parse_http_date
+from ripple.gateway.objects import free
+from ripple.gateway.request import S3Request
+from ripple.metabase import RenameConditions, rename_object, rename_prefix
+
+PREFIX_HEADER = "x-ripple-rename-prefix"
+_CONDITIONS = (
+    "if-match",
+    "if-none-match",
+    "if-modified-since",
+    "if-unmodified-since",
+    "x-amz-rename-source-if-match",
+    "x-amz-rename-source-if-none-match",
+    "x-amz-rename-source-if-modified-since",
+    "x-amz-rename-source-if-unmodified-since",
+)
+
+
+def rename_source(req: S3Request) -> str:
+    """The source key of `x-amz-rename-source`: `[/]bucket/key`, URL-encoded, in the
+    request's bucket."""
+    raw = req.header("x-amz-rename-source")
+    if not raw:
+        raise S3Error(
+            "InvalidArgument", "RenameObject needs x-amz-rename-source: /bucket/sourcekey"
+        )
+    try:
+        path = unquote(raw, errors="strict")
+    except UnicodeDecodeError:
+        raise S3Error("InvalidArgument", "x-amz-rename-source is not URL-encoded UTF-8") from None
+    bucket, _, key = path.removeprefix("/").partition("/")
+    if not bucket or not key:
+        raise S3Error(
+            "InvalidArgument",
+            f"x-amz-rename-source must be /bucket/sourcekey (URL-encoded), got {raw!r}",
+        )
+    if bucket != req.bucket:
+        raise S3Error(
+            "InvalidRequest",
+            f"RenameObject renames within one bucket: the source bucket {bucket!r} is not "
+            f"{req.bucket!r}",
+        )
+    return key
+
+
+def _date(req: S3Request, header: str) -> datetime | None:
+    value = req.header(header)
+    if not value:
+        return None
+    parsed = parse_http_date(value)
+    if parsed is None:
+        raise S3Error("InvalidArgument", f"{header} must be an HTTP date, got {value!r}")
+    return parsed
+
+
+def conditions_of(req: S3Request) -> RenameConditions:
+    return RenameConditions(
+        if_match=req.header("if-match"),
+        if_none_match=req.header("if-none-match"),
+        if_modified_since=_date(req, "if-modified-since"),
+        if_unmodified_since=_date(req, "if-unmodified-since"),
+        source_if_match=req.header("x-amz-rename-source-if-match"),
+        source_if_none_match=req.header("x-amz-rename-source-if-none-match"),
+        source_if_modified_since=_date(req, "x-amz-rename-source-if-modified-since"),
+        source_if_unmodified_since=_date(req, "x-amz-rename-source-if-unmodified-since"),
+    )
+
+
+def _prefix_mode(req: S3Request) -> bool:
+    value = req.header(PREFIX_HEADER).strip().lower()
+    if value not in ("", "true", "false"):
+        raise S3Error("InvalidArgument", f"{PREFIX_HEADER} must be true or false, got {value!r}")
+    return value == "true"
+
+
+@operation("PUT", "object", "renameObject", "RenameObject", "write")
+async def rename(req: S3Request) -> Response:
+    source = rename_source(req)
+    authorize(req, "delete", key=source)  # the app checked `write` on the destination
+    destination = req.object_location
+    if _prefix_mode(req):
+        given = [h for h in _CONDITIONS if req.header(h)]
+        if given:
+            raise S3Error(
+                "InvalidRequest",
+                f"a prefix rename takes no conditional headers ({', '.join(given)}): "
+                "they apply to one object",
+            )
+        await req.run(
+            rename_prefix,
+            req.db,
+            req.bucket_location,
+            source,
+            destination.object_key,
+            max_keys=req.services.max_rename_keys,
+            tag=req.context.tag("rename-prefix"),
+        )
+        return Response(status_code=200)
+    result = await req.run(
+        rename_object,
+        req.db,
+        replace(destination, object_key=source),
+        destination.object_key,
+        conditions=conditions_of(req),
+        tag=req.context.tag("rename"),
+    )
+    await req.run(free, req, result.removed)
+    return Response(status_code=200)

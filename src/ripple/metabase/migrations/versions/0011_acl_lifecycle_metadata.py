@@ -1,0 +1,55 @@
+"""ACLs, lifecycle configurations, and the object columns metadata events need:
+`objects.acl`, `buckets.acl`, `buckets.lifecycle`, and `bucket_eventing` watches the ACL, the
+lock settings (retention and legal hold) and the ETag of objects.
+
+    ALTER TABLE objects ADD COLUMN acl JSON
+    ALTER TABLE buckets ADD COLUMN acl JSON
+    ALTER TABLE buckets ADD COLUMN lifecycle JSON
+    ALTER CHANGE STREAM bucket_eventing SET FOR objects(status, total_plain_size, stream_id,
+                                                        user_metadata, tags, acl,
+                                                        retention_mode, retain_until, legal_hold,
+                                                        etag)
+
+An ACL column holds `{"grants": [{"grantee": {...}, "permission": ...}, ...]}` (NULL: the
+canned `private`, the owner's FULL_CONTROL alone); `lifecycle` holds the bucket's parsed
+lifecycle rules (NULL: none). With the ACL and lock columns watched, PutObjectAcl makes
+`ObjectAcl:Put` and PutObjectRetention / PutObjectLegalHold make `ObjectMetadata:Update`
+events (docs/events.md). With the ETag in every record, an event names each object's own
+even when one transaction writes many (a prefix rename), not only the transaction tag's.
+
+Revision ID: 0011
+Revises: 0010
+Create Date: 2026-11-22
+"""
+
+from __future__ import annotations
+
+import sqlalchemy as sa
+from alembic import op
+
+from ripple.changestream.ddl import alter_change_stream
+from ripple.metabase.schema import objects
+
+revision = "0011"
+down_revision = "0010"
+branch_labels = None
+depends_on = None
+
+_BEFORE = ["status", "total_plain_size", "stream_id", "user_metadata", "tags"]
+_AFTER = [*_BEFORE, "acl", "retention_mode", "retain_until", "legal_hold", "etag"]
+
+
+def upgrade() -> None:
+    op.add_column("objects", sa.Column("acl", sa.JSON, nullable=True))
+    op.add_column("buckets", sa.Column("acl", sa.JSON, nullable=True))
+    op.add_column("buckets", sa.Column("lifecycle", sa.JSON, nullable=True))
+    alter_change_stream(op.get_bind(), "bucket_eventing", objects, columns=_AFTER)
+
+
+def downgrade() -> None:
+    alter_change_stream(op.get_bind(), "bucket_eventing", objects, columns=_BEFORE)
+    with op.batch_alter_table("buckets") as batch:
+        batch.drop_column("lifecycle")
+        batch.drop_column("acl")
+    with op.batch_alter_table("objects") as batch:
+        batch.drop_column("acl")
