@@ -243,3 +243,25 @@ def test_prefix_rename_refusals(bucket: Any, gateway: Running) -> None:
             assert _keys(s3) == before
         s3.rename_object(Bucket=BUCKET, Key="new/", RenameSource=f"{BUCKET}/src/")
     assert _keys(s3) == ["new/a", "new/b", "new/c", "taken/x"]
+
+
+def test_a_retry_with_the_same_client_token_is_answered_again(s3: Any) -> None:
+    """boto3 retries a rename whose answer it lost: the same x-amz-client-token and
+    request answer 200 again without doing anything (the source is gone by then); the
+    token for another rename is refused; a new token renames again."""
+    s3.create_bucket(Bucket="tokens")
+    s3.put_object(Bucket="tokens", Key="a", Body=b"hello")
+    first = s3.rename_object(Bucket="tokens", Key="b", RenameSource="tokens/a", ClientToken="t-1")
+    again = s3.rename_object(Bucket="tokens", Key="b", RenameSource="tokens/a", ClientToken="t-1")
+    assert first["ResponseMetadata"]["HTTPStatusCode"] == 200
+    assert again["ResponseMetadata"]["HTTPStatusCode"] == 200
+    assert s3.get_object(Bucket="tokens", Key="b")["Body"].read() == b"hello"
+    with pytest.raises(ClientError) as e:
+        s3.rename_object(Bucket="tokens", Key="c", RenameSource="tokens/b", ClientToken="t-1")
+    assert e.value.response["Error"]["Code"] == "IdempotencyParameterMismatch"
+    assert [o["Key"] for o in s3.list_objects_v2(Bucket="tokens")["Contents"]] == ["b"]
+    with pytest.raises(ClientError) as e:  # without a remembered token: the source is gone
+        s3.rename_object(Bucket="tokens", Key="b", RenameSource="tokens/a", ClientToken="t-2")
+    assert e.value.response["Error"]["Code"] == "NoSuchKey"
+    s3.rename_object(Bucket="tokens", Key="c", RenameSource="tokens/b", ClientToken="t-3")
+    assert [o["Key"] for o in s3.list_objects_v2(Bucket="tokens")["Contents"]] == ["c"]

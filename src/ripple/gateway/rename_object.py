@@ -9,8 +9,10 @@ answer is 200 with an empty body. The access key needs `write` on the destinatio
 `delete` on the source. The rename is the metabase's (`ripple.metabase.rename_object`): no
 data is copied; the data of a destination it replaced is freed after the commit.
 
-`x-amz-client-token` (which boto3 always sends) is accepted but not remembered: a retry of
-a rename that succeeded answers 404 NoSuchKey for the source, not 200.
+`x-amz-client-token` (which boto3 always sends) makes a rename idempotent in the gateway
+that made it, for 10 minutes: a retry with the same token and the same request answers 200
+again without renaming anything (the source is gone by then); the same token with another
+request is `IdempotencyParameterMismatch`. Tokens are at most 64 printable ASCII characters.
 """
 
 from __future__ import annotations
@@ -27,7 +29,7 @@ from ripple.gateway.errors import S3Error
 from ripple.gateway.headers import parse_http_date
 from ripple.gateway.objects import free
 from ripple.gateway.request import S3Request
-from ripple.metabase import RenameConditions, rename_object, rename_prefix
+from ripple.metabase import ObjectLocation, RenameConditions, rename_object, rename_prefix
 
 PREFIX_HEADER = "x-ripple-rename-prefix"
 _CONDITIONS = (
@@ -99,12 +101,46 @@ def _prefix_mode(req: S3Request) -> bool:
     return value == "true"
 
 
+def _token(req: S3Request, source: str, prefix: bool) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """(where the token is kept, what the request asks) for `x-amz-client-token`."""
+    token = req.header("x-amz-client-token")
+    if token and (len(token) > _MAX_TOKEN or not all(33 <= ord(c) <= 126 for c in token)):
+        raise S3Error(
+            "InvalidArgument",
+            f"x-amz-client-token must be 1 to {_MAX_TOKEN} printable ASCII characters",
+        )
+    key = (str(req.project_id), req.bucket or "", token)
+    return key, (source, req.key or "", str(prefix))
+
+
+_MAX_TOKEN = 64
+
+
 @operation("PUT", "object", "renameObject", "RenameObject", "write")
 async def rename(req: S3Request) -> Response:
     source = rename_source(req)
     authorize(req, "delete", key=source)  # the app checked `write` on the destination
     destination = req.object_location
-    if _prefix_mode(req):
+    prefix = _prefix_mode(req)
+    key, asked = _token(req, source, prefix)
+    tokens = req.services.rename_tokens
+    if key[-1]:
+        done = tokens.request_of(key)
+        if done == asked:
+            return Response(status_code=200)  # a retry of a rename already made
+        if done is not None:
+            raise S3Error(
+                "IdempotencyParameterMismatch",
+                "x-amz-client-token was used for another rename: use a new token",
+            )
+    await _rename(req, source, destination, prefix)
+    if key[-1]:
+        tokens.remember(key, asked)
+    return Response(status_code=200)
+
+
+async def _rename(req: S3Request, source: str, destination: ObjectLocation, prefix: bool) -> None:
+    if prefix:
         given = [h for h in _CONDITIONS if req.header(h)]
         if given:
             raise S3Error(
@@ -121,7 +157,7 @@ async def rename(req: S3Request) -> Response:
             max_keys=req.services.max_rename_keys,
             tag=req.context.tag("rename-prefix"),
         )
-        return Response(status_code=200)
+        return
     result = await req.run(
         rename_object,
         req.db,
@@ -131,4 +167,3 @@ async def rename(req: S3Request) -> Response:
         tag=req.context.tag("rename"),
     )
     await req.run(free, req, result.removed)
-    return Response(status_code=200)

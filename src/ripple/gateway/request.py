@@ -40,6 +40,34 @@ INLINE_LIMIT = 1024  # objects up to this size are stored in their metabase row
 OWNER_TTL = 10.0  # seconds a bucket name's owner is remembered
 
 
+class ClientTokens:
+    """Idempotency tokens (`x-amz-client-token`) of requests that succeeded, with what they
+    asked for, for `ttl` seconds: a retry with the same token and request is answered as the
+    first was, without doing it again. At most `size` are kept (the oldest go first). Safe
+    to share between threads."""
+
+    def __init__(self, *, ttl: float = 600.0, size: int = 10_000) -> None:
+        self.ttl = ttl
+        self.size = size
+        self._lock = threading.Lock()
+        self._seen: dict[tuple[str, ...], tuple[float, tuple[str, ...]]] = {}
+
+    def request_of(self, key: tuple[str, ...]) -> tuple[str, ...] | None:
+        """What the request holding this token asked for, if it succeeded lately."""
+        with self._lock:
+            entry = self._seen.get(key)
+        if entry is None or entry[0] <= time.monotonic():
+            return None
+        return entry[1]
+
+    def remember(self, key: tuple[str, ...], request: tuple[str, ...]) -> None:
+        with self._lock:
+            self._seen.pop(key, None)
+            while len(self._seen) >= self.size:
+                self._seen.pop(next(iter(self._seen)))
+            self._seen[key] = (time.monotonic() + self.ttl, request)
+
+
 class BucketOwners:
     """Bucket name -> the project holding it, remembered for `ttl` seconds so a bucket's
     own requests cost no query to find that they are its owner's. Names this gateway
@@ -93,6 +121,8 @@ class Services:
     domain: str = ""  # virtual-hosted-style: BUCKET.<domain>
     inline_limit: int = INLINE_LIMIT
     max_rename_keys: int = 1000  # keys a prefix rename may move (s3.max-rename-keys)
+    # RenameObject's x-amz-client-token: the renames this gateway made, for retries
+    rename_tokens: ClientTokens = field(default_factory=lambda: ClientTokens())
     # which buckets have eventing, as this process knows it: the metabase asks it for every
     # write, so the gateway keeps it current (`config_changed`, and a watcher thread)
     registry: Registry = field(default_factory=Registry)
