@@ -923,11 +923,13 @@ class Profiler:
         job.route = self._timed("route", job.route)  # type: ignore[assignment]
         original = job.batch_handler
 
-        def batch_handler(registry: Any, deliverer: Any, delivered: Any = None) -> Any:
+        def batch_handler(
+            registry: Any, deliverer: Any, delivered: Any = None, *more: Any, **named: Any
+        ) -> Any:
             deliverer.deliver = self._timed("deliver", deliverer.deliver)
             if delivered is not None:
                 delivered = self._timed("commit_offsets", delivered)
-            handle = original(registry, deliverer, delivered)
+            handle = original(registry, deliverer, delivered, *more, **named)
 
             def profiled(events: Any, batch_id: int) -> None:
                 start = time.perf_counter()

@@ -90,12 +90,13 @@ def batch_handler(
     deliverer: Deliverer,
     delivered: Callable[[dict[int, int]], None] | None = None,
     reconfigure: Callable[[], object] | None = None,
+    stream: str = DEFAULT_STREAM,
 ) -> BatchHandler:
-    """foreachBatch: apply a changed eventing configuration (`reconfigure`), route the
-    batch's events and deliver them (or queue them); then tell `delivered` the last
-    position handled per partition. (Spark tells the source only when it plans the next
-    batch, so without this a pipeline that lost its checkpoint would deliver its last batch
-    again.)"""
+    """foreachBatch of the query over `stream` (its log lines name it): apply a changed
+    eventing configuration (`reconfigure`), route the batch's events and deliver them (or
+    queue them); then tell `delivered` the last position handled per partition. (Spark
+    tells the source only when it plans the next batch, so without this a pipeline that lost
+    its checkpoint would deliver its last batch again.)"""
 
     def handle(events: DataFrame, batch_id: int) -> None:
         started = time.monotonic()
@@ -116,7 +117,8 @@ def batch_handler(
             metrics.PIPELINE_LAG.set(max(0.0, time.time() - routed.newest_commit_ns / 1e9))
         metrics.BATCH_DURATION.observe(time.monotonic() - started)
         log.info(
-            "batch %d: %d events, %d deliveries, %d unrouted in %.3f s",
+            "%s batch %d: %d events, %d deliveries, %d unrouted in %.3f s",
+            stream,
             batch_id,
             len(rows),
             sum(len(v) for v in routed.by_topic.values()),
@@ -185,6 +187,7 @@ def run(
             deliverer,
             functools.partial(offsets.commit_offsets, DEFAULT_CONSUMER),
             reconfigure,  # the deliverer's lock keeps the two queries' calls apart
+            stream,
         )
         queries.append(start_query(spark, settings, handler, stream))
     query, bucket_query = queries
