@@ -23,12 +23,14 @@ from ripple.metabase import (
     BucketLocation,
     Metabase,
     Versioning,
+    commit_inline_object,
     create_bucket,
     delete_bucket,
     set_bucket_versioning,
 )
 from ripple.metabase.acl import put_object_acl
 from ripple.metabase.copy_object import copy_object
+from ripple.metabase.expire import expire_objects
 from ripple.metabase.legal_hold import put_object_legal_hold
 from ripple.metabase.lifecycle import put_bucket_lifecycle
 from ripple.metabase.lifecycle_run import run_lifecycle
@@ -521,3 +523,28 @@ def test_a_copy_of_an_older_version_onto_its_key_is_no_metadata_update(events: E
     events.new()
     copy_object(w.db, w.loc(bucket, "k"), w.loc(bucket, "k"), source_version_id=first.version_id)
     assert [e.event_name for e in events.new()] == ["ObjectCreated:Copy"]
+
+
+def test_a_ttl_delete_is_a_lifecycle_expiration_without_a_rule(events: Events) -> None:
+    """`ripple metabase expire` (TTL deletes, system transactions) is recorded since 0012:
+    `LifecycleExpiration:Delete`, principal `ripple`, an empty `ruleId`."""
+    w = events.world
+    bucket = w.bucket("tmp")
+    w.tick()
+    commit_inline_object(
+        w.db, w.loc(bucket, "scratch"), b"x", etag="e", expires_at=w.now + timedelta(hours=1)
+    )
+    events.new()
+    w.tick(timedelta(hours=2))
+    assert expire_objects(w.db).deleted == 1
+    [expired] = events.new()
+    at = ns(w.now)
+    assert expired.message == golden(
+        "LifecycleExpiration:Delete",
+        "tmp",
+        events.owner,
+        at,
+        {"key": "scratch", "sequencer": sequencer(at, 0)},
+        principal="ripple",
+        lifecycleEventData={"expirationEventData": {"ruleId": ""}},
+    )
