@@ -82,7 +82,7 @@ def copy_object(
     def tx(conn: sa.Connection) -> CopyResult:
         bucket = start_key_write(conn, destination)
         src = resolve_object(conn, source, source_version_id)
-        _note_source(conn, source, src, source_version_id)
+        _note_source(conn, source, destination, src, source_version_id)
         if source_stream_id is not None and src.stream_id != source_stream_id:
             raise CopySourceChanged(
                 f"the copy source {source.object_key!r} changed during the copy; try again"
@@ -117,13 +117,18 @@ def copy_object(
 
 
 def _note_source(
-    conn: sa.Connection, source: ObjectLocation, src: Object, version_id: str | None
+    conn: sa.Connection,
+    source: ObjectLocation,
+    destination: ObjectLocation,
+    src: Object,
+    version_id: str | None,
 ) -> None:
     """Put the source in the transaction tag (`copy_source`) for the events: a copy of a
     key's latest version onto itself is also a metadata update; one of an older version
-    restores it, so its source is named with `?versionId=`."""
+    restores it, so its source is named with `?versionId=` (looked up only for a copy onto
+    itself: any other copy is no metadata update)."""
     name = f"{source.bucket_name}/{source.object_key}"
-    if version_id is not None and not src.is_delete_marker:
+    if source == destination and version_id is not None and not src.is_delete_marker:
         latest = latest_committed(conn, source)
         if latest is None or (latest.stream_id, latest.version) != (src.stream_id, src.version):
             name += f"?versionId={src.version_id}"
