@@ -102,6 +102,7 @@ def s3_events(
             tag = tags[raw_tag] = parse_transaction_tag(raw_tag)
         commit_ns = timestamp_ns(record["commit_timestamp"])
         rename = tag.operation in _RENAMES
+        mode = _S3_MODE if rename else None  # of the events every notification could get
         for mod in record.get("mods") or ():
             keys = mod["keys"]
             values = mod.get("old_values" if mod_type == "DELETE" else "new_values") or {}
@@ -125,25 +126,39 @@ def s3_events(
                 names.append(OBJECT_METADATA_UPDATE)
             shape = EventShape(settings, commit_ns, tag, owner, keys, values, status)
             for name in names:
-                mode = _S3_MODE if rename else None
                 extra = object_details(name, shape, changed)
                 events.append(shape.event(name, project_id, bucket, key, len(events), extra, mode))
             if rename and mod_type == "INSERT" and status in OBJECT_STATUSES:
                 extra = {"renameFromKey": encode_key(tag.rename_from or "")}
                 if tag.operation == "rename":  # one key: its own rename event
-                    event = shape.event(
-                        OBJECT_RENAMED_RENAME, project_id, bucket, key, len(events), extra
+                    events.append(
+                        shape.event(
+                            OBJECT_RENAMED_RENAME,
+                            project_id,
+                            bucket,
+                            key,
+                            len(events),
+                            extra,
+                            _SINGLE_MODE,
+                        )
                     )
-                    events.append(replace(event, rename=_SINGLE_MODE))
                 elif prefix_rename is None:  # a prefix: one event, after the keys' events
                     prefix_rename = (replace(shape, whole=False), project_id, bucket, tag)
     if prefix_rename is not None:
         shape, project_id, bucket, tag = prefix_rename
         extra = {"renameFromKey": encode_key(tag.rename_from or "")}
-        event = shape.event(
-            OBJECT_RENAMED_RENAME, project_id, bucket, tag.rename_to or "", len(events), extra
+        destination = tag.rename_to or ""
+        events.append(
+            shape.event(
+                OBJECT_RENAMED_RENAME,
+                project_id,
+                bucket,
+                destination,
+                len(events),
+                extra,
+                _SINGLE_MODE,
+            )
         )
-        events.append(replace(event, rename=_SINGLE_MODE))
     return events
 
 
