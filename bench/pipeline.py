@@ -923,10 +923,14 @@ class Profiler:
         job.route = self._timed("route", job.route)  # type: ignore[assignment]
         original = job.batch_handler
 
+        wrapped: set[int] = set()  # the job makes a handler per query, with one deliverer
+
         def batch_handler(
             registry: Any, deliverer: Any, delivered: Any = None, *more: Any, **named: Any
         ) -> Any:
-            deliverer.deliver = self._timed("deliver", deliverer.deliver)
+            if id(deliverer) not in wrapped:
+                wrapped.add(id(deliverer))
+                deliverer.deliver = self._timed("deliver", deliverer.deliver)
             if delivered is not None:
                 delivered = self._timed("commit_offsets", delivered)
             handle = original(registry, deliverer, delivered, *more, **named)

@@ -148,8 +148,9 @@ class Registry:
         return list(self._routes.get((project_id, bucket_name), ()))
 
     def buckets(self) -> list[BucketKey]:
-        """Every bucket with eventing, sorted by project id and bucket name."""
-        return sorted(self._routes)
+        """Every bucket with eventing, sorted by project id and bucket name (the entries of
+        project-wide destinations, `PROJECT_WIDE`, are no bucket)."""
+        return sorted(key for key in self._routes if key[1] != PROJECT_WIDE)
 
     def set_bucket(
         self, project_id: uuid.UUID, bucket_name: str, destinations: Sequence[Destination]

@@ -10,8 +10,9 @@ returns only when every event is acknowledged or in its destination's retry queu
 once. While the query runs, the driver's main loop drains the retry queues.
 
 A second query does the same for the `project_eventing` stream (the buckets table: bucket
-events), with its own checkpoint (`<checkpoint>-project-events`); the two share the
-deliverer, whose lock keeps their batches apart.
+events), with its own checkpoint (`<checkpoint>/project-events`, inside the first's, so
+removing the checkpoint resets both); the two share the deliverer, whose lock keeps their
+batches apart.
 """
 
 from __future__ import annotations
@@ -129,11 +130,19 @@ def batch_handler(
     return handle
 
 
-# the streams the job reads: (stream, the table it is over, query name, checkpoint suffix)
+# the streams the job reads: (stream, the table it is over, query name, checkpoint subdirectory)
 STREAMS = (
     (DEFAULT_STREAM, "objects", "ripple-events", ""),
-    (PROJECT_STREAM, "buckets", "ripple-bucket-events", "-project-events"),
+    (PROJECT_STREAM, "buckets", "ripple-bucket-events", "project-events"),
 )
+
+
+def checkpoint_of(settings: JobSettings, stream: str) -> Path:
+    """Where the query over `stream` keeps its checkpoint: the job's checkpoint directory,
+    or a subdirectory of it (Spark leaves directories it does not know alone)."""
+    _, _, _, subdirectory = next(s for s in STREAMS if s[0] == stream)
+    root = settings.checkpoint_dir.resolve()
+    return root / subdirectory if subdirectory else root
 
 
 def start_query(
@@ -142,7 +151,7 @@ def start_query(
     handler: BatchHandler,
     stream: str = DEFAULT_STREAM,
 ) -> StreamingQuery:
-    _, table, name, suffix = next(s for s in STREAMS if s[0] == stream)
+    _, table, name, _ = next(s for s in STREAMS if s[0] == stream)
     trigger = settings.trigger_interval if stream == DEFAULT_STREAM else None
     records = (
         spark.readStream.format(NAME)
@@ -153,12 +162,9 @@ def start_query(
     )
     transform = events_of_batches(settings.database_url, settings.events, table)
     events = records.mapInArrow(transform, SPARK_EVENT_SCHEMA)
-    checkpoint = settings.checkpoint_dir
-    if suffix:
-        checkpoint = checkpoint.with_name(checkpoint.name + suffix)
     return (
         events.writeStream.foreachBatch(handler)
-        .option("checkpointLocation", str(checkpoint))
+        .option("checkpointLocation", str(checkpoint_of(settings, stream)))
         .trigger(processingTime=trigger or settings.bucket_trigger_interval)
         .queryName(name)
         .start()
@@ -180,20 +186,20 @@ def run(
     deliverer.open()
     engine = engine_for(settings.database_url)
     queries: list[StreamingQuery] = []
-    for stream, *_ in STREAMS:
-        offsets = ChangeStreamReader(engine, stream)
-        handler = batch_handler(
-            registry,
-            deliverer,
-            functools.partial(offsets.commit_offsets, DEFAULT_CONSUMER),
-            reconfigure,  # the deliverer's lock keeps the two queries' calls apart
-            stream,
-        )
-        queries.append(start_query(spark, settings, handler, stream))
-    query, bucket_query = queries
-    if on_started is not None:
-        on_started(query)
     try:
+        for stream, *_ in STREAMS:
+            offsets = ChangeStreamReader(engine, stream)
+            handler = batch_handler(
+                registry,
+                deliverer,
+                functools.partial(offsets.commit_offsets, DEFAULT_CONSUMER),
+                reconfigure,  # the deliverer's lock keeps the two queries' calls apart
+                stream,
+            )
+            queries.append(start_query(spark, settings, handler, stream))
+        query, bucket_query = queries
+        if on_started is not None:
+            on_started(query)
         failure: BaseException | None
         try:
             while not stop.is_set():
@@ -220,12 +226,14 @@ def run(
             # it again, skipping what was delivered.
             log.warning("the query ended while stopping: %s", reason)
     finally:
-        try:
-            for running in queries:
+        stopped: list[BaseException] = []
+        for running in queries:  # each, even when stopping another failed
+            try:
                 running.stop()
-        except (Py4JError, ConnectionError) as e:
-            if not stop.is_set():
-                raise
-            log.warning("Spark was gone when the query stopped: %s", type(e).__name__)
+            except (Py4JError, ConnectionError) as e:
+                log.warning("Spark was gone when the query stopped: %s", type(e).__name__)
+                stopped.append(e)
         deliverer.close()
         engine.dispose()
+        if stopped and not stop.is_set() and sys.exc_info()[1] is None:
+            raise stopped[0]  # unless stopping, or another failure is already on its way

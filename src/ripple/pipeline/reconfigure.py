@@ -66,7 +66,17 @@ class Reconfigurer:
         return destinations
 
     def check(self) -> bool:
-        """Apply the configuration if it changed since it was last loaded; whether it did."""
+        """Apply the configuration if it changed since it was last loaded; whether it did.
+
+        The two queries' batch threads and the driver's main loop all call it: the
+        deliverer's lock (re-entrant, and already held by a batch) makes one check at a
+        time, so `_built` is never changed while another walks it."""
+        if self.deliverer is None:
+            return self._check()
+        with self.deliverer.exclusive():
+            return self._check()
+
+    def _check(self) -> bool:
         if self.store.generation() == self.generation:
             return False
         snapshot = self.store.snapshot()

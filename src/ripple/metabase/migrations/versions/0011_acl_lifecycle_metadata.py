@@ -48,8 +48,10 @@ def upgrade() -> None:
 
 def downgrade() -> None:
     alter_change_stream(op.get_bind(), "bucket_eventing", objects, columns=_BEFORE)
-    with op.batch_alter_table("buckets") as batch:
+    # ALTER TABLE ... DROP COLUMN in place (SQLite ≥ 3.35): rebuilding `buckets` would drop
+    # the table `objects` refers to, which SQLite's foreign keys refuse once it has rows
+    with op.batch_alter_table("buckets", recreate="never") as batch:
         batch.drop_column("lifecycle")
         batch.drop_column("acl")
-    with op.batch_alter_table("objects") as batch:
+    with op.batch_alter_table("objects", recreate="never") as batch:
         batch.drop_column("acl")
