@@ -17,6 +17,7 @@ notification configuration do (`s3:ObjectCreated:*`, `s3:ObjectRemoved:Delete`).
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Final
 
 __all__ = [
@@ -46,6 +47,7 @@ __all__ = [
     "STATUS_DELETE_MARKER_UNVERSIONED",
     "STATUS_DELETE_MARKER_VERSIONED",
     "STATUS_PENDING",
+    "changed_columns",
     "event_name",
     "event_version",
     "is_created",
@@ -170,22 +172,30 @@ def tagging_event_name(status: int | None, tags_after: object) -> str | None:
     return OBJECT_TAGGING_PUT if tags_after else OBJECT_TAGGING_DELETE
 
 
+def changed_columns(
+    changed: frozenset[str] | None, new_values: Mapping[str, object], operation: str | None
+) -> frozenset[str]:
+    """The watched columns an UPDATE changed: `changed`, known when the record captures old
+    values; when it does not (None), the column family the transaction's `operation` names,
+    or, without one, `tags` when the new values name it (the NEW_VALUES capture gives only
+    the changed columns)."""
+    if changed is not None:
+        return changed
+    column = _UPDATE_OPERATIONS.get(operation or "")
+    return frozenset({column} if column else {"tags"} & set(new_values))
+
+
 def update_event_names(
     changed: frozenset[str] | None,
     status: int | None,
-    new_values: dict[str, object],
+    new_values: Mapping[str, object],
     operation: str | None = None,
 ) -> list[str]:
     """The events of an UPDATE of an object's row, in a fixed order (tagging, ACL,
-    metadata). `changed` is the set of watched columns it changed, known when the record
-    captures old values; None when it does not, and then the transaction's `operation`
-    says which family changed, or, without one, a change of `tags` is assumed when the new
-    values name it (the NEW_VALUES capture gives only the changed columns)."""
+    metadata); `changed` and `operation` as `changed_columns` takes them."""
     if status is not None and status not in OBJECT_STATUSES:
         return []  # a delete marker or pending upload has no tags, ACL or lock settings
-    if changed is None:
-        column = _UPDATE_OPERATIONS.get(operation or "")
-        changed = frozenset({column} if column else {"tags"} & set(new_values))
+    changed = changed_columns(changed, new_values, operation)
     names: list[str] = []
     if "tags" in changed:
         names.append(OBJECT_TAGGING_PUT if new_values.get("tags") else OBJECT_TAGGING_DELETE)

@@ -195,11 +195,7 @@ def _metadata_update(shape: EventShape, changed: frozenset[str] | None) -> dict[
         if "user_metadata" in values:
             update["userMetadata"] = object_metadata(values) or {}
         return update
-    if changed is None:
-        operation = shape.tag.operation
-        changed = frozenset(
-            {"legal_hold"} if operation == "put-object-legal-hold" else {"retention_mode"}
-        )
+    changed = changed or frozenset()  # an UPDATE's always given (`changed_columns`)
     kinds = []
     if changed & {"retention_mode", "retain_until"}:
         kinds.append("retention")

@@ -26,6 +26,7 @@ from ripple.events.names import (
     OBJECT_METADATA_UPDATE,
     OBJECT_RENAMED_RENAME,
     OBJECT_STATUSES,
+    changed_columns,
     event_name,
     update_event_names,
 )
@@ -109,8 +110,9 @@ def s3_events(
             status = optional_int(values.get("status"))
             changed: frozenset[str] | None = None
             if mod_type == "UPDATE":
-                changed = _changed_columns(mod) if old_values else None
-                names = update_event_names(changed, status, values, tag.operation)
+                known = _changed_columns(mod) if old_values else None
+                changed = changed_columns(known, values, tag.operation)
+                names = update_event_names(changed, status, values)
             else:
                 name = event_name(mod_type, status, tag.operation)
                 names = [] if name is None else [name]

@@ -32,7 +32,6 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 
-from ripple.events.buckets import is_bucket_event
 from ripple.events.names import BUCKET_EVENT_NAMES, matches
 from ripple.notifications.registry import Registry
 from ripple.notifications.topics import (
@@ -106,9 +105,7 @@ def push_target(topic: Topic) -> Target | None:
     (`ripple.targets.guard.default_guard`) refuses the endpoint's host, or an API topic's
     Google Pub/Sub project."""
     for pattern in topic.project_events:
-        if not is_bucket_event(pattern) or not any(
-            matches(pattern, name) for name in BUCKET_EVENT_NAMES
-        ):
+        if not any(matches(pattern, name) for name in BUCKET_EVENT_NAMES):
             raise ValueError(
                 f"topic {topic.name!r}: {PROJECT_EVENTS} takes bucket event types "
                 f"(s3:BucketCreated:*, s3:BucketRemoved:*, or exact ones), not {pattern!r}"

@@ -9,8 +9,7 @@ the inotify types and fields, with paths `/<bucket>/<key>` (the key decoded):
   iNodeType `DIRECTORY` alone, and its path, in every event, without the `/`;
 - `ObjectRemoved:*`, `LifecycleExpiration:*`: `UNLINK` (path, timestamp);
 - `ObjectRenamed:*` (with `renameFromKey`): `RENAME` (srcPath, destPath, timestamp);
-- `ObjectTagging:*`, `ObjectMetadata:*`: `METADATA` (path, metadataType `XATTRS`, mtime;
-  `TIMES` for a metadata update that changed only times);
+- `ObjectTagging:*`, `ObjectMetadata:*`: `METADATA` (path, metadataType `XATTRS`, mtime);
 - `ObjectAcl:*`: `METADATA` (path, metadataType `ACLS`, mtime);
 - `BucketCreated:*`: `CREATE` of the directory `/<bucket>`; `BucketRemoved:*`: its `UNLINK`.
 
@@ -104,12 +103,11 @@ def inotify_events(record: Mapping[str, Any]) -> list[dict[str, Any]]:
         ]
     metadata_type = {"ObjectAcl": "ACLS", "ObjectTagging": "XATTRS", "ObjectMetadata": "XATTRS"}
     if kind in metadata_type:
-        changed = (obj.get("metadataUpdate") or {}).get("changed")
         return [
             {
                 "eventType": "METADATA",
                 "path": path,
-                "metadataType": "TIMES" if changed == ["lastModified"] else metadata_type[kind],
+                "metadataType": metadata_type[kind],
                 "mtime": when,
             }
         ]
