@@ -3,6 +3,7 @@ every record of a stream read back in (partition, position) order."""
 
 from __future__ import annotations
 
+import itertools
 import json
 import uuid
 from collections.abc import Iterator
@@ -12,6 +13,7 @@ import pytest
 
 from ripple.changestream.ddl import create_change_stream, drop_change_stream
 from ripple.changestream.reader import ChangeStreamReader
+from ripple.changestream.writer import partition_of
 from ripple.metabase import Metabase
 from ripple.metabase.schema import objects
 
@@ -32,10 +34,36 @@ def eventing(db: Metabase) -> Eventing:
     return Eventing(db)
 
 
+def partition_of_key(project_id: Any, bucket: str, key: str, partitions: int = 4) -> int:
+    """The partition of a change to `key` made by a transaction that changes no other key
+    of its bucket (a PUT, a DELETE)."""
+    return partition_of([project_id, bucket, key], partitions)
+
+
+def keys_in(
+    project_id: Any,
+    bucket: str,
+    partition: int,
+    count: int,
+    *,
+    prefix: str = "k",
+    partitions: int = 4,
+) -> list[str]:
+    """`count` keys `<prefix><n>` of `bucket` whose single-key changes go to `partition`."""
+    found = (
+        key
+        for key in (f"{prefix}{n}" for n in itertools.count())
+        if partition_of_key(project_id, bucket, key, partitions) == partition
+    )
+    return list(itertools.islice(found, count))
+
+
 def read_all(db: Metabase, stream: str = "bucket_eventing") -> list[dict[str, Any]]:
-    """Every record of `stream`, partition by partition, in position order."""
+    """Every record of `stream` in commit order: by commit timestamp (a commit is later than
+    every earlier one of the stream, whatever its partition), then partition and position."""
     reader = ChangeStreamReader(db.engine, stream, write_engine=db.writer)
-    return [record for p in range(reader.partitions()) for record in reader.drain(p)]
+    records = [record for p in range(reader.partitions()) for record in reader.drain(p)]
+    return sorted(records, key=lambda r: (r["commit_timestamp"], r["partition"], r["position"]))
 
 
 def tag_of(record: dict[str, Any]) -> dict[str, Any]:

@@ -25,7 +25,6 @@ import sqlalchemy as sa
 
 from ripple.changestream.reader import ChangeStreamReader
 from ripple.changestream.schema import change_records
-from ripple.changestream.writer import partition_of
 from ripple.config import ENVIRONMENT_VARIABLES
 from ripple.metabase import (
     BucketLocation,
@@ -39,6 +38,7 @@ from ripple.metabase import (
 )
 from ripple.metabase.migrate import upgrade
 from ripple.metabase.schema import objects
+from tests.changestream.conftest import partition_of_key
 from tests.conftest import fresh_postgres_database
 
 RIPPLE = Path(sys.executable).with_name("ripple")
@@ -50,27 +50,24 @@ DEADLINE = 30.0
 @dataclass
 class Site:
     """A migrated metabase with a project and buckets, eventing configured for the
-    `ripple` command (RIPPLE_BUCKET_EVENTING_BUCKETS) and for this process's writers."""
+    `ripple` command (RIPPLE_BUCKET_EVENTING_BUCKETS) and for this process's writers.
+
+    A single-key change goes to the partition of its key; `key` picks keys of `photos` in
+    partition `p_photos` and keys of `docs` in `p_docs`, so each bucket's records the tests
+    make are in one partition, and the two buckets' in two."""
 
     url: str
     cwd: Path
     db: Metabase = field(init=False)
     project: Project = field(init=False)
-    photos: str = field(init=False)  # eventing, in partition `p_photos`
-    docs: str = field(init=False)  # eventing, in another partition (`p_docs`)
-    p_photos: int = field(init=False)
-    p_docs: int = field(init=False)
+    photos: str = "photos"  # eventing; the tests write keys of partition `p_photos`
+    docs: str = "docs"  # eventing; the tests write keys of partition `p_docs`
+    p_photos: int = 1
+    p_docs: int = 3
     quiet: str = "quiet"  # no eventing
 
     def __post_init__(self) -> None:
         project_id = uuid.uuid4()
-        by_partition: dict[int, str] = {}
-        for i in itertools.count():
-            name = f"bucket-{i}"
-            by_partition.setdefault(partition_of([project_id, name], PARTITIONS), name)
-            if len(by_partition) == 2:
-                break
-        (self.p_photos, self.photos), (self.p_docs, self.docs) = by_partition.items()
         eventing = {(project_id, self.photos), (project_id, self.docs)}
         self.db = Metabase(self.url, eventing=lambda p, b: (p, b) in eventing)
         upgrade(self.db)
@@ -106,6 +103,16 @@ class Site:
         result = self.ripple("changestream", "tail", *args)
         assert result.returncode == 0, result.stderr
         return [json.loads(line) for line in result.stdout.splitlines() if line.strip()]
+
+    def key(self, bucket: str, template: str) -> str:
+        """The first key `template.format(n=0, 1, ...)` of `bucket` (photos or docs) whose
+        single-key changes go to the bucket's partition (`p_photos` or `p_docs`)."""
+        partition = {self.photos: self.p_photos, self.docs: self.p_docs}[bucket]
+        return next(
+            key
+            for key in (template.format(n=n) for n in itertools.count())
+            if partition_of_key(self.project.id, bucket, key, PARTITIONS) == partition
+        )
 
     def loc(self, bucket: str, key: str) -> ObjectLocation:
         return ObjectLocation(self.project.id, bucket, key)
@@ -166,18 +173,20 @@ def one_line_error(result: subprocess.CompletedProcess[str]) -> str:
 @pytest.fixture
 def written(site: Site) -> list[tuple[int, str, str, str]]:
     """Objects written by this process; what `tail` should print, partition by partition."""
-    site.put(site.photos, "red flower.jpg")
-    site.put(site.docs, "x")
-    site.put(site.photos, "a/b.txt")
+    red, ab = site.key(site.photos, "red flower {n}.jpg"), site.key(site.photos, "a/b{n}.txt")
+    x = site.key(site.docs, "x{n}")
+    site.put(site.photos, red)
+    site.put(site.docs, x)
+    site.put(site.photos, ab)
     site.put(site.quiet, "never")
-    site.delete(site.photos, "red flower.jpg")
-    photos = [
-        (site.p_photos, "INSERT", site.photos, "red flower.jpg"),
-        (site.p_photos, "INSERT", site.photos, "a/b.txt"),
-        (site.p_photos, "DELETE", site.photos, "red flower.jpg"),
+    site.delete(site.photos, red)
+    assert site.p_photos < site.p_docs
+    return [
+        (site.p_photos, "INSERT", site.photos, red),
+        (site.p_photos, "INSERT", site.photos, ab),
+        (site.p_photos, "DELETE", site.photos, red),
+        (site.p_docs, "INSERT", site.docs, x),
     ]
-    docs = [(site.p_docs, "INSERT", site.docs, "x")]
-    return photos + docs if site.p_photos < site.p_docs else docs + photos
 
 
 def test_tail_prints_the_records_of_another_process(
@@ -205,10 +214,11 @@ def test_tail_events_prints_s3_event_messages(
         (event,) = line["Records"]
         events.append(event)
     names = {"INSERT": "ObjectCreated:Put", "DELETE": "ObjectRemoved:Delete"}
-    encoded = {"red flower.jpg": "red+flower.jpg", "a/b.txt": "a/b.txt", "x": "x"}
+    # "red flower N.jpg" is "red+flower+N.jpg" in an event; "a/bN.txt" and "xN" as they are
+    assert sum(" " in key for _, _, _, key in written) == 2
     assert [
         (e["eventName"], e["s3"]["bucket"]["name"], e["s3"]["object"]["key"]) for e in events
-    ] == [(names[mod], bucket, encoded[key]) for _, mod, bucket, key in written]
+    ] == [(names[mod], bucket, key.replace(" ", "+")) for _, mod, bucket, key in written]
     for event in events:
         assert event["eventVersion"] == "2.1"
         assert event["s3"]["bucket"]["ownerIdentity"]["principalId"] == str(site.project.public_id)
@@ -273,7 +283,9 @@ class Lines:
 
 
 def test_tail_follows_new_records(site: Site, tmp_path: Path) -> None:
-    site.put(site.photos, "before")  # written before the tail started: not printed
+    before, live_1 = site.key(site.photos, "before-{n}"), site.key(site.photos, "live-1-{n}")
+    live_2 = site.key(site.docs, "live-2-{n}")
+    site.put(site.photos, before)  # written before the tail started: not printed
     stderr = (tmp_path / "stderr.txt").open("w")
     proc = subprocess.Popen(
         [str(RIPPLE), "changestream", "tail", "--heartbeat", "0.2"],
@@ -294,19 +306,19 @@ def test_tail_follows_new_records(site: Site, tmp_path: Path) -> None:
         assert beat["stream"] == "bucket_eventing"
         assert set(beat["heartbeat_record"]) == {"timestamp"}
 
-        site.put(site.photos, "live-1")
-        site.put(site.docs, "live-2")
-        site.delete(site.photos, "live-1")
+        site.put(site.photos, live_1)
+        site.put(site.docs, live_2)
+        site.delete(site.photos, live_1)
         want = {
-            (site.p_photos, "INSERT", site.photos, "live-1"),
-            (site.p_docs, "INSERT", site.docs, "live-2"),
-            (site.p_photos, "DELETE", site.photos, "live-1"),
+            (site.p_photos, "INSERT", site.photos, live_1),
+            (site.p_docs, "INSERT", site.docs, live_2),
+            (site.p_photos, "DELETE", site.photos, live_1),
         }
         got = lines.until(lambda g: set(changes(g)) >= want, "the records of the new writes")
         assert sorted(changes(got)) == sorted(want)
         in_photos = [c for c in changes(got) if c[0] == site.p_photos]
         assert [c[1] for c in in_photos] == ["INSERT", "DELETE"]
-        # "before" took position 1 of the photos partition and was not printed
+        # `before` took position 1 of the photos partition and was not printed
         assert [
             r["position"] for r in got if "position" in r and r["partition"] == site.p_photos
         ] == [2, 3]
@@ -325,22 +337,24 @@ def test_tail_follows_new_records(site: Site, tmp_path: Path) -> None:
 
 
 def test_tail_consumer_resumes_where_it_stopped(site: Site) -> None:
-    site.put(site.photos, "k1")
-    site.put(site.docs, "k2")
+    k1, k3 = site.key(site.photos, "k1-{n}"), site.key(site.photos, "k3-{n}")
+    k2 = site.key(site.docs, "k2-{n}")
+    site.put(site.photos, k1)
+    site.put(site.docs, k2)
     first = site.tail("--consumer", "c1", "--no-follow")
-    assert sorted(c[3] for c in changes(first)) == ["k1", "k2"]
+    assert sorted(c[3] for c in changes(first)) == [k1, k2]
     reader = ChangeStreamReader(site.db.engine, "bucket_eventing", write_engine=site.db.writer)
     assert reader.offsets("c1") == {site.p_photos: 1, site.p_docs: 1}
 
     assert site.tail("--consumer", "c1", "--no-follow") == []
-    site.put(site.photos, "k3")
-    assert [c[3] for c in changes(site.tail("--consumer", "c1", "--no-follow"))] == ["k3"]
+    site.put(site.photos, k3)
+    assert [c[3] for c in changes(site.tail("--consumer", "c1", "--no-follow"))] == [k3]
     assert reader.offsets("c1") == {site.p_photos: 2, site.p_docs: 1}
     # another consumer has its own positions
     assert sorted(c[3] for c in changes(site.tail("--consumer", "c2", "--no-follow"))) == [
-        "k1",
-        "k2",
-        "k3",
+        k1,
+        k2,
+        k3,
     ]
 
 
@@ -367,15 +381,17 @@ def object_keys(site: Site) -> list[str]:
 def test_metabase_expire_deletes_expired_objects_as_system_transactions(site: Site) -> None:
     """Since 0012 bucket_eventing records expirations (they are LifecycleExpiration events):
     the TTL delete is one DELETE in a system transaction tagged ttl-delete."""
+    expired, kept = site.key(site.photos, "expired-{n}"), site.key(site.photos, "kept-{n}")
+    forever = site.key(site.docs, "forever-{n}")
     past = datetime.now(UTC) - timedelta(minutes=5)
-    site.put(site.photos, "expired", expires_at=past)
-    site.put(site.photos, "kept", expires_at=datetime.now(UTC) + timedelta(days=1))
-    site.put(site.docs, "forever")
+    site.put(site.photos, expired, expires_at=past)
+    site.put(site.photos, kept, expires_at=datetime.now(UTC) + timedelta(days=1))
+    site.put(site.docs, forever)
 
     result = site.ripple("metabase", "expire")
     assert result.returncode == 0, result.stderr
     assert "expired 1 objects" in result.stdout
-    assert object_keys(site) == ["forever", "kept"]
+    assert object_keys(site) == [forever, kept]
 
     again = site.ripple("metabase", "expire")
     assert again.returncode == 0, again.stderr
@@ -384,10 +400,10 @@ def test_metabase_expire_deletes_expired_objects_as_system_transactions(site: Si
     records = site.tail("--since", "1h", "--no-follow")
     assert sorted(changes(records)) == sorted(
         [
-            (site.p_photos, "INSERT", site.photos, "expired"),
-            (site.p_photos, "INSERT", site.photos, "kept"),
-            (site.p_docs, "INSERT", site.docs, "forever"),
-            (site.p_photos, "DELETE", site.photos, "expired"),
+            (site.p_photos, "INSERT", site.photos, expired),
+            (site.p_photos, "INSERT", site.photos, kept),
+            (site.p_docs, "INSERT", site.docs, forever),
+            (site.p_photos, "DELETE", site.photos, expired),
         ]
     )
     [expiry] = [r for r in records if r["mod_type"] == "DELETE"]

@@ -23,7 +23,6 @@ import sqlalchemy as sa
 
 from ripple.changestream.reader import ChangeStreamReader
 from ripple.changestream.schema import change_records
-from ripple.changestream.writer import partition_of
 from ripple.events import timestamp_ns
 from ripple.metabase import (
     BucketLocation,
@@ -33,7 +32,7 @@ from ripple.metabase import (
     create_bucket,
     create_project,
 )
-from tests.changestream.conftest import Eventing
+from tests.changestream.conftest import Eventing, keys_in, partition_of_key
 from tests.waiting import wait_for
 
 pytestmark = pytest.mark.postgresql
@@ -65,21 +64,12 @@ def commit_hook(db: Metabase, hook: Callable[[Any], None]) -> Iterator[None]:
         db.before_commit.remove(hook)
 
 
-def buckets_by_partition(
-    db: Metabase, eventing: Eventing, project_id: Any, wanted: dict[int, int]
-) -> dict[int, list[str]]:
-    """`wanted[p]` new buckets with eventing whose records go to partition `p`."""
-    found: dict[int, list[str]] = {p: [] for p in wanted}
-    for i in itertools.count():
-        name = f"bucket-{i:04d}"
-        p = partition_of([project_id, name], PARTITIONS)
-        if p in found and len(found[p]) < wanted[p]:
-            create_bucket(db, BucketLocation(project_id, name))
-            eventing.enable(project_id, name)
-            found[p].append(name)
-        if all(len(found[q]) == wanted[q] for q in wanted):
-            return found
-    raise AssertionError("unreachable")
+def eventing_buckets(db: Metabase, eventing: Eventing, project_id: Any, count: int) -> list[str]:
+    names = [f"bucket-{i}" for i in range(count)]
+    for name in names:
+        create_bucket(db, BucketLocation(project_id, name))
+        eventing.enable(project_id, name)
+    return names
 
 
 def put(db: Metabase, project_id: Any, bucket: str, key: str) -> None:
@@ -144,10 +134,9 @@ def test_concurrent_writers_and_a_polling_reader(
     pg: Metabase, eventing: Eventing, held: bool
 ) -> None:
     project = create_project(pg, "no-skip")
-    # three buckets in one partition, so its writers contend; the others spread out
-    buckets = buckets_by_partition(pg, eventing, project.id, {0: 3, 1: 1, 2: 1, 3: 1})
-    targets = [b for p in sorted(buckets) for b in buckets[p]]
-    partition = {b: p for p, names in buckets.items() for b in names}
+    # eight writers over four partitions: each partition's writers contend
+    targets = eventing_buckets(pg, eventing, project.id, 3)
+    bucket_of: dict[str, str] = {}
 
     local = threading.local()
     hook_started: dict[str, float] = {}
@@ -169,7 +158,8 @@ def test_concurrent_writers_and_a_polling_reader(
                 local.key = key
                 if not held:  # no hook: the transaction starts no earlier than this
                     hook_started[key] = time.monotonic()
-                put(pg, project.id, rng.choice(targets), key)
+                bucket_of[key] = rng.choice(targets)
+                put(pg, project.id, bucket_of[key], key)
                 commit_returned[key] = time.monotonic()
                 local.key = None
         except BaseException as e:
@@ -209,11 +199,12 @@ def test_concurrent_writers_and_a_polling_reader(
             assert r["partition"] == p
             records_of[key_of(r)] = r
 
-    # every write was read, in its bucket's partition
+    # every write was read, in its key's partition
     assert set(records_of) == set(commit_returned)
     for key, record in records_of.items():
         (mod,) = record["mods"]
-        assert partition[mod["keys"]["bucket_name"]] == record["partition"], key
+        assert mod["keys"]["bucket_name"] == bucket_of[key]
+        assert partition_of_key(project.id, bucket_of[key], key) == record["partition"], key
     assert {r["partition"] for r in records_of.values()} == set(range(PARTITIONS))
 
     # real-time order: a transaction that committed before another began to commit has
@@ -275,21 +266,22 @@ def waiting_on_a_lock(db: Metabase) -> int:
 
 
 @pytest.fixture
-def pair(pg: Metabase, eventing: Eventing) -> tuple[Metabase, list[str], Any]:
-    """Two eventing buckets in the same partition (0)."""
+def pair(pg: Metabase, eventing: Eventing) -> tuple[Metabase, str, list[str], Any]:
+    """An eventing bucket and two of its keys whose changes go to the same partition (0)."""
     project = create_project(pg, "no-skip")
-    buckets = buckets_by_partition(pg, eventing, project.id, {0: 2})
-    return pg, buckets[0], project.id
+    (bucket,) = eventing_buckets(pg, eventing, project.id, 1)
+    return pg, bucket, keys_in(project.id, bucket, 0, 2), project.id
 
 
 def test_a_committing_transaction_holds_its_partition_until_it_has_committed(
-    pair: tuple[Metabase, list[str], Any],
+    pair: tuple[Metabase, str, list[str], Any],
 ) -> None:
-    """A takes its position and stalls before its COMMIT; B (same partition) must wait for
+    """A takes its position and stalls before its COMMIT; B (another key of the bucket, in
+    the same partition) must wait for
     A as it takes its own position, and a reader sees neither until A is released: then A
     before B. (Without the hook, taking the position and COMMIT go to the server in one
     pipeline, so no client is in between.)"""
-    db, (bucket_a, bucket_b), project_id = pair
+    db, bucket, (key_a, key_b), project_id = pair
     reader = ChangeStreamReader(db.engine, "bucket_eventing", write_engine=db.writer)
     local = threading.local()
 
@@ -301,8 +293,8 @@ def test_a_committing_transaction_holds_its_partition_until_it_has_committed(
         if writer.hold:
             assert writer.release.wait(JOIN_TIMEOUT), "never released"
 
-    a = Writer("A", lambda: put(db, project_id, bucket_a, "a"), hold=True)
-    b = Writer("B", lambda: put(db, project_id, bucket_b, "b"))
+    a = Writer("A", lambda: put(db, project_id, bucket, key_a), hold=True)
+    b = Writer("B", lambda: put(db, project_id, bucket, key_b))
     with commit_hook(db, hook):
         try:
             a.start(local)
@@ -318,6 +310,40 @@ def test_a_committing_transaction_holds_its_partition_until_it_has_committed(
         b.join()
 
     records = reader.read(0, 0)
-    assert [(key_of(r), r["position"]) for r in records] == [("a", 1), ("b", 2)]
+    assert [(key_of(r), r["position"]) for r in records] == [(key_a, 1), (key_b, 2)]
     stamps = [timestamp_ns(r["commit_timestamp"]) for r in records]
     assert stamps[0] < stamps[1]
+
+
+def test_keys_of_one_bucket_in_other_partitions_do_not_wait(
+    pg: Metabase, eventing: Eventing
+) -> None:
+    """A holds partition 0 before its COMMIT; B writes another key of the same bucket whose
+    partition is 1, and commits without waiting for A: one bucket's writers of different
+    keys do not queue on one partition row."""
+    project = create_project(pg, "no-skip")
+    (bucket,) = eventing_buckets(pg, eventing, project.id, 1)
+    (key_a,), (key_b,) = keys_in(project.id, bucket, 0, 1), keys_in(project.id, bucket, 1, 1)
+    reader = ChangeStreamReader(pg.engine, "bucket_eventing", write_engine=pg.writer)
+    local = threading.local()
+
+    def hook(conn: Any) -> None:
+        writer = getattr(local, "writer", None)
+        if writer is not None and writer.hold:
+            writer.in_hook.set()
+            assert writer.release.wait(JOIN_TIMEOUT), "never released"
+
+    a = Writer("A", lambda: put(pg, project.id, bucket, key_a), hold=True)
+    b = Writer("B", lambda: put(pg, project.id, bucket, key_b))
+    with commit_hook(pg, hook):
+        try:
+            a.start(local)
+            assert a.in_hook.wait(JOIN_TIMEOUT), "A never reached its commit"
+            b.start(local)
+            b.join()  # fails (hangs, then times out) if B queued behind A
+            assert [key_of(r) for r in reader.read(1, 0)] == [key_b]
+            assert reader.read(0, 0) == []
+        finally:
+            a.release.set()
+        a.join()
+    assert [key_of(r) for r in reader.read(0, 0)] == [key_a]

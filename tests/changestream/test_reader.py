@@ -17,10 +17,10 @@ from ripple.changestream import ChangeStreamError
 from ripple.changestream.reader import ChangeStreamReader
 from ripple.changestream.schema import change_records
 from ripple.changestream.values import datetime_ns
-from ripple.changestream.writer import partition_of
 from ripple.events import timestamp_ns
 from ripple.metabase import (
     BucketLocation,
+    DeleteObjectsItem,
     Metabase,
     Object,
     ObjectLocation,
@@ -29,9 +29,10 @@ from ripple.metabase import (
     create_bucket,
     create_project,
     delete_object,
+    delete_objects,
 )
 from ripple.metabase.rows import insert_rows, new_stream_id
-from tests.changestream.conftest import Eventing
+from tests.changestream.conftest import Eventing, keys_in, partition_of_key, tag_of
 
 PARTITIONS = 4  # bucket_eventing's partitions (migration 0002's default)
 HOUR = timedelta(hours=1)
@@ -56,7 +57,9 @@ class Clock:
 
 
 class Scene:
-    """A project whose buckets the test creates with eventing on, and a clock."""
+    """A project whose buckets the test creates with eventing on, and a clock. A single-key
+    change of an object goes to the partition of its key (`partition`); a test that wants
+    records in a partition picks keys there (`keys_in`)."""
 
     def __init__(self, db: Metabase, eventing: Eventing) -> None:
         self.db = db
@@ -64,20 +67,22 @@ class Scene:
         self.clock = Clock(db)
         self.project = create_project(db, "reader-test")
         self.reader = ChangeStreamReader(db.engine, "bucket_eventing", write_engine=db.writer)
-        self._serial = 0
 
-    def partition(self, bucket: str) -> int:
-        return partition_of([self.project.id, bucket], PARTITIONS)
+    def partition(self, bucket: str, key: str) -> int:
+        """The partition of a change to `key` by a transaction changing no other key of
+        `bucket`."""
+        return partition_of_key(self.project.id, bucket, key, PARTITIONS)
 
-    def buckets_in(self, partition: int, count: int, *, eventing: bool = True) -> list[str]:
-        """`count` new buckets (eventing on unless told) whose records go to `partition`."""
-        names: list[str] = []
-        while len(names) < count:
-            self._serial += 1
-            name = f"bucket-{self._serial:04d}"
-            if self.partition(name) == partition:
-                names.append(self.bucket(name, eventing=eventing))
-        return names
+    def keys_in(self, bucket: str, partition: int, count: int, *, prefix: str = "k") -> list[str]:
+        """`count` keys `<prefix><n>` of `bucket` whose single-key changes go to `partition`."""
+        return keys_in(
+            self.project.id, bucket, partition, count, prefix=prefix, partitions=PARTITIONS
+        )
+
+    def key_in(self, bucket: str, partition: int, prefix: str) -> str:
+        """One key `<prefix><n>` of `bucket` whose single-key changes go to `partition`."""
+        (key,) = self.keys_in(bucket, partition, 1, prefix=prefix)
+        return key
 
     def bucket(self, name: str, *, eventing: bool = True) -> str:
         create_bucket(self.db, BucketLocation(self.project.id, name))
@@ -139,18 +144,19 @@ def real_ns(when: datetime) -> int:
 
 def test_read_after_a_position_returns_the_later_records_in_order(scene: Scene) -> None:
     bucket = scene.bucket("photos")
-    p = scene.partition(bucket)
-    for i in range(5):
-        scene.put(bucket, f"k{i}")
+    p = 2
+    keys = scene.keys_in(bucket, p, 5)
+    for key in keys:
+        scene.put(bucket, key)
 
     everything = scene.reader.read(p, 0)
     assert positions(everything) == [1, 2, 3, 4, 5]
-    assert keys_of(everything) == ["k0", "k1", "k2", "k3", "k4"]
+    assert keys_of(everything) == keys
     assert all(r["partition"] == p and r["stream"] == "bucket_eventing" for r in everything)
 
     later = scene.reader.read(p, 2)
     assert positions(later) == [3, 4, 5]
-    assert keys_of(later) == ["k2", "k3", "k4"]
+    assert keys_of(later) == keys[2:]
     assert later == everything[2:]
     assert scene.reader.read(p, 5) == []
     assert scene.reader.read(p, 99) == []
@@ -160,9 +166,9 @@ def test_read_after_a_position_returns_the_later_records_in_order(scene: Scene) 
 
 def test_read_honours_the_limit(scene: Scene) -> None:
     bucket = scene.bucket("photos")
-    p = scene.partition(bucket)
-    for i in range(5):
-        scene.put(bucket, f"k{i}")
+    p = 1
+    for key in scene.keys_in(bucket, p, 5):
+        scene.put(bucket, key)
 
     assert positions(scene.reader.read(p, 0, limit=2)) == [1, 2]
     assert positions(scene.reader.read(p, 2, limit=2)) == [3, 4]
@@ -174,20 +180,23 @@ def test_read_honours_the_limit(scene: Scene) -> None:
 def test_positions_are_dense_per_partition_and_commit_timestamps_increase(
     scene: Scene,
 ) -> None:
-    # Two buckets share partition `a`, one is in `b`; the writes interleave. The clock
+    # The keys of two buckets share partition `a`, those of a third are in `b`, and a
+    # bucket without eventing writes keys of `a` too; the writes interleave. The clock
     # stands still, so the commit timestamps would all be equal if the stream did not
     # make them strictly increasing.
     a, b = 0, 1
-    shared = scene.buckets_in(a, 2)
-    alone = scene.buckets_in(b, 1)
-    quiet = scene.buckets_in(a, 1, eventing=False)
+    shared = [scene.bucket("shared-1"), scene.bucket("shared-2")]
+    alone = scene.bucket("alone")
+    quiet = scene.bucket("quiet", eventing=False)
+    plan = [(bucket, a) for bucket in shared] + [(alone, b), (quiet, a)]
+    keys = {bucket: scene.keys_in(bucket, p, 6, prefix=f"{bucket}/k") for bucket, p in plan}
     written: dict[int, list[str]] = {a: [], b: []}
     for i in range(6):
-        for bucket in [*shared, *alone, *quiet]:
-            key = f"{bucket}/k{i}"
+        for bucket, p in plan:
+            key = keys[bucket][i]
             scene.put(bucket, key)
-            if bucket not in quiet:
-                written[scene.partition(bucket)].append(key)
+            if bucket != quiet:
+                written[p].append(key)
 
     for p in (a, b):
         records = read_partition(scene.reader, p)
@@ -201,13 +210,14 @@ def test_positions_are_dense_per_partition_and_commit_timestamps_increase(
 
 def test_commit_timestamps_increase_even_when_the_clock_goes_back(scene: Scene) -> None:
     bucket = scene.bucket("photos")
-    p = scene.partition(bucket)
+    p = 3
     start = scene.clock.now
-    for i in range(4):
+    for i, key in enumerate(scene.keys_in(bucket, p, 4)):
         scene.clock.set(start - i * HOUR)  # every write an hour "earlier"
-        scene.put(bucket, f"k{i}")
+        scene.put(bucket, key)
 
     records = scene.reader.read(p, 0)
+    assert len(records) == 4
     stamps = [ns(r) for r in records]
     assert stamps[0] == real_ns(start)
     assert increasing(stamps), stamps
@@ -215,7 +225,7 @@ def test_commit_timestamps_increase_even_when_the_clock_goes_back(scene: Scene) 
 
 def test_commit_timestamp_is_the_clock_at_commit(scene: Scene) -> None:
     bucket = scene.bucket("photos")
-    p = scene.partition(bucket)
+    p = scene.partition(bucket, "k")
     when = datetime.now(UTC).replace(microsecond=123456) - 2 * HOUR
     scene.clock.set(when)
     scene.put(bucket, "k")
@@ -229,11 +239,12 @@ def test_commit_timestamp_is_the_clock_at_commit(scene: Scene) -> None:
 
 def test_records_of_one_transaction_are_consecutive_and_marked(scene: Scene) -> None:
     bucket = scene.bucket("photos")
-    p = scene.partition(bucket)
-    scene.put(bucket, "before")
-    scene.put(bucket, "photo", b"v1")
-    scene.put(bucket, "photo", b"v2")  # an overwrite: DELETE and INSERT in one transaction
-    scene.put(bucket, "after")
+    p = 0
+    before, photo, after = (scene.key_in(bucket, p, k) for k in ("before-", "photo-", "after-"))
+    scene.put(bucket, before)
+    scene.put(bucket, photo, b"v1")
+    scene.put(bucket, photo, b"v2")  # an overwrite: DELETE and INSERT in one transaction
+    scene.put(bucket, after)
 
     records = scene.reader.read(p, 0)
     assert positions(records) == [1, 2, 3, 4, 5]
@@ -241,6 +252,7 @@ def test_records_of_one_transaction_are_consecutive_and_marked(scene: Scene) -> 
         r for r in records if r["server_transaction_id"] == records[2]["server_transaction_id"]
     ]
     assert positions(overwrite) == [3, 4]
+    assert keys_of(records) == [before, photo, photo, photo, after]
     assert [r["mod_type"] for r in overwrite] == ["DELETE", "INSERT"]
     assert [r["record_sequence"] for r in overwrite] == ["00000000", "00000001"]
     assert [r["is_last_record_in_transaction_in_partition"] for r in overwrite] == [False, True]
@@ -254,9 +266,14 @@ def test_records_of_one_transaction_are_consecutive_and_marked(scene: Scene) -> 
 
 
 def test_a_transaction_over_two_partitions(db: Metabase, scene: Scene) -> None:
-    (one,) = scene.buckets_in(0, 1)
-    (two,) = scene.buckets_in(2, 1)
-    scene.put(one, "first")
+    # A transaction changing two buckets: its changes in `one` go to partition 0, that of
+    # `a`, the least key it changes there (`c` alone would go to 1); those in `two` go to
+    # partition 2, that of `b`.
+    one, two = scene.bucket("one"), scene.bucket("two")
+    first = scene.key_in(one, 0, "first-")
+    a, c = scene.key_in(one, 0, "a"), scene.key_in(one, 1, "c")
+    b = scene.key_in(two, 2, "b")
+    scene.put(one, first)
     now = scene.clock.now
 
     def row(bucket: str, key: str) -> Object:
@@ -271,17 +288,20 @@ def test_a_transaction_over_two_partitions(db: Metabase, scene: Scene) -> None:
         )
 
     with db.write(exclude_txn_from_change_streams=False) as conn:
-        insert_rows(conn, [row(one, "a"), row(two, "b"), row(one, "c")])
+        insert_rows(conn, [row(one, a), row(two, b), row(one, c)])
 
     in_one = scene.reader.read(0, 0)
     in_two = scene.reader.read(2, 0)
     assert positions(in_one) == [1, 2]
     assert positions(in_two) == [1]
+    for p in (1, 3):
+        assert scene.reader.read(p, 0) == []
+    assert keys_of([in_one[0]]) == [first]
     both = [in_one[1], in_two[0]]
     assert in_one[0]["server_transaction_id"] != both[0]["server_transaction_id"]
     assert both[0]["server_transaction_id"] == both[1]["server_transaction_id"]
-    assert keys_of([both[0]]) == ["a", "c"]
-    assert keys_of([both[1]]) == ["b"]
+    assert keys_of([both[0]]) == [a, c]
+    assert keys_of([both[1]]) == [b]
     for record in both:
         assert record["is_last_record_in_transaction_in_partition"] is True
         assert record["number_of_records_in_transaction"] == 2
@@ -289,28 +309,70 @@ def test_a_transaction_over_two_partitions(db: Metabase, scene: Scene) -> None:
     assert sorted(r["record_sequence"] for r in both) == ["00000000", "00000001"]
 
 
-def test_records_go_to_the_partition_of_their_bucket(scene: Scene) -> None:
-    buckets = [*scene.buckets_in(0, 2), *scene.buckets_in(1, 1), *scene.buckets_in(3, 2)]
+def test_single_key_changes_go_to_the_partition_of_their_key(scene: Scene) -> None:
+    # Each bucket has keys in every partition: a bucket's records are spread by key.
+    buckets = [scene.bucket(f"spread-{i}") for i in range(3)]
     quiet = scene.bucket("no-eventing", eventing=False)
+    keys = {
+        bucket: [k for p in range(PARTITIONS) for k in scene.keys_in(bucket, p, 2, prefix=f"{p}-")]
+        for bucket in [*buckets, quiet]
+    }
     for bucket in [*buckets, quiet]:
-        scene.put(bucket, "k")
-        scene.delete(bucket, "k")
+        for key in keys[bucket]:
+            scene.put(bucket, key)
+            scene.delete(bucket, key)
 
-    seen: dict[str, set[int]] = {}
+    seen: dict[tuple[str, str], list[int]] = {}
     for p in range(PARTITIONS):
         for record in read_partition(scene.reader, p):
-            for mod in record["mods"]:
-                assert mod["keys"]["project_id"] == str(scene.project.id)
-                seen.setdefault(mod["keys"]["bucket_name"], set()).add(p)
-    assert seen == {b: {partition_of([str(scene.project.id), b], PARTITIONS)} for b in buckets}
-    assert all(seen[b] == {scene.partition(b)} for b in buckets)
+            (mod,) = record["mods"]
+            assert mod["keys"]["project_id"] == str(scene.project.id)
+            seen.setdefault((mod["keys"]["bucket_name"], mod["keys"]["object_key"]), []).append(p)
+    assert seen == {
+        (b, k): [partition_of_key(scene.project.id, b, k)] * 2 for b in buckets for k in keys[b]
+    }
+    for bucket in buckets:
+        assert {p for (b, _), (p, _) in seen.items() if b == bucket} == set(range(PARTITIONS))
+
+
+def test_a_multi_key_transaction_goes_to_the_partition_of_its_least_key(
+    db: Metabase, scene: Scene
+) -> None:
+    bucket = scene.bucket("photos")
+    # one key per partition; the least key is neither the first written nor the first deleted
+    keys = [scene.key_in(bucket, p, f"{p}-") for p in (2, 0, 3, 1)]
+    least = min(keys)
+    assert least == keys[1]
+    for key in keys:
+        scene.put(bucket, key)
+    assert {scene.partition(bucket, k) for k in keys} == set(range(PARTITIONS))
+
+    delete_objects(
+        db, BucketLocation(scene.project.id, bucket), [DeleteObjectsItem(k) for k in keys]
+    )
+
+    everything = [r for p in range(PARTITIONS) for r in read_partition(scene.reader, p)]
+    puts = [r for r in everything if tag_of(r).get("operation") != "delete-objects"]
+    assert sorted((r["partition"], *keys_of([r])) for r in puts) == sorted(
+        (scene.partition(bucket, k), k) for k in keys
+    )
+    (deleted,) = [r for r in everything if tag_of(r).get("operation") == "delete-objects"]
+    assert deleted["mod_type"] == "DELETE"
+    assert sorted(keys_of([deleted])) == sorted(keys)
+    assert deleted["partition"] == scene.partition(bucket, least)
+    assert deleted["number_of_partitions_in_transaction"] == 1
+    assert deleted["is_last_record_in_transaction_in_partition"] is True
 
 
 def test_a_rolled_back_transaction_leaves_no_record_and_takes_no_position(
     db: Metabase, scene: Scene
 ) -> None:
     bucket = scene.bucket("photos")
-    p = scene.partition(bucket)
+    p = 1
+    # all four keys in `p`: the rolled-back ones would have taken positions there
+    kept_1, gone_1, gone_2, kept_2 = (
+        scene.key_in(bucket, p, k) for k in ("kept-1-", "gone-1-", "gone-2-", "kept-2-")
+    )
 
     class Boom(Exception):
         pass
@@ -331,9 +393,9 @@ def test_a_rolled_back_transaction_leaves_no_record_and_takes_no_position(
             insert_rows(conn, [row(key)])
             raise Boom
 
-    scene.put(bucket, "kept-1")
+    scene.put(bucket, kept_1)
     with pytest.raises(Boom):
-        write_then_fail("gone-1")
+        write_then_fail(gone_1)
 
     # Also after the records were inserted (on SQLite their positions already taken).
     def fail_before_commit(conn: sa.Connection) -> None:
@@ -343,13 +405,13 @@ def test_a_rolled_back_transaction_leaves_no_record_and_takes_no_position(
     db.before_commit.append(fail_before_commit)
     try:
         with pytest.raises(Boom), db.write(exclude_txn_from_change_streams=False) as conn:
-            insert_rows(conn, [row("gone-2")])
+            insert_rows(conn, [row(gone_2)])
     finally:
         db.before_commit.remove(fail_before_commit)
-    scene.put(bucket, "kept-2")
+    scene.put(bucket, kept_2)
 
     records = scene.reader.read(p, 0)
-    assert keys_of(records) == ["kept-1", "kept-2"]
+    assert keys_of(records) == [kept_1, kept_2]
     assert positions(records) == [1, 2]
     with db.read() as conn:
         assert conn.execute(OBJECT_RECORDS).scalar() == 2
@@ -392,19 +454,21 @@ def test_offsets_are_per_stream(db: Metabase, scene: Scene, extra_stream: Any) -
 
 def test_start_after_skips_records_committed_before_since(scene: Scene) -> None:
     bucket = scene.bucket("photos")
-    p = scene.partition(bucket)
+    p = 2
+    old = scene.keys_in(bucket, p, 2, prefix="old-")
+    new = scene.keys_in(bucket, p, 2, prefix="new-")
     now = datetime.now(UTC)
     scene.clock.set(now - 3 * HOUR)
-    scene.put(bucket, "old-1")
-    scene.put(bucket, "old-2")
+    for key in old:
+        scene.put(bucket, key)
     scene.clock.set(now - HOUR)
-    scene.put(bucket, "new-1")
-    scene.put(bucket, "new-2")
+    for key in new:
+        scene.put(bucket, key)
 
     since = real_ns(now - 2 * HOUR)
     after = scene.reader.start_after(p, since)
     assert after == 2
-    assert keys_of(scene.reader.read(p, after)) == ["new-1", "new-2"]
+    assert keys_of(scene.reader.read(p, after)) == new
     assert all(ns(r) >= since for r in scene.reader.read(p, after))
 
     # exactly at a record's commit timestamp: that record is included
@@ -420,7 +484,7 @@ def test_start_after_skips_records_committed_before_since(scene: Scene) -> None:
 
 def test_start_after_refuses_a_time_before_the_retention_period(scene: Scene) -> None:
     bucket = scene.bucket("photos")
-    p = scene.partition(bucket)
+    p = scene.partition(bucket, "k")
     scene.put(bucket, "k")
     too_old = real_ns(datetime.now(UTC) - timedelta(days=1, hours=1))
     with pytest.raises(ChangeStreamError, match="retention"):
@@ -431,17 +495,18 @@ def test_start_after_refuses_a_time_before_the_retention_period(scene: Scene) ->
 
 def test_end_then_read_returns_only_later_records(scene: Scene) -> None:
     bucket = scene.bucket("photos")
-    p = scene.partition(bucket)
+    p = 3
     other = (p + 1) % PARTITIONS
     assert scene.reader.end(p) == 0
-    for i in range(3):
-        scene.put(bucket, f"old-{i}")
+    for key in scene.keys_in(bucket, p, 3, prefix="old-"):
+        scene.put(bucket, key)
     end = scene.reader.end(p)
     assert end == 3
     assert scene.reader.read(p, end) == []
-    scene.put(bucket, "new-1")
-    scene.put(bucket, "new-2")
-    assert keys_of(scene.reader.read(p, end)) == ["new-1", "new-2"]
+    new = scene.keys_in(bucket, p, 2, prefix="new-")
+    for key in new:
+        scene.put(bucket, key)
+    assert keys_of(scene.reader.read(p, end)) == new
     assert scene.reader.end(other) == 0
     with pytest.raises(ChangeStreamError):
         scene.reader.end(PARTITIONS)
@@ -452,9 +517,9 @@ def test_end_then_read_returns_only_later_records(scene: Scene) -> None:
 
 def test_heartbeat_is_none_while_there_are_records_to_read(scene: Scene) -> None:
     bucket = scene.bucket("photos")
-    p = scene.partition(bucket)
-    scene.put(bucket, "k1")
-    scene.put(bucket, "k2")
+    p = 0
+    for key in scene.keys_in(bucket, p, 2):
+        scene.put(bucket, key)
     assert scene.reader.heartbeat(p, 0) is None
     assert scene.reader.heartbeat(p, 1) is None
     assert scene.reader.heartbeat(p, 2) is not None
@@ -462,7 +527,7 @@ def test_heartbeat_is_none_while_there_are_records_to_read(scene: Scene) -> None
 
 def test_heartbeat_of_an_idle_partition_covers_its_last_record(scene: Scene) -> None:
     bucket = scene.bucket("photos")
-    p = scene.partition(bucket)
+    p = scene.partition(bucket, "k")
     # The record's commit timestamp is an hour ahead of real time, so a heartbeat that
     # only reported the reader's clock would claim less than has been read.
     scene.clock.set(datetime.now(UTC) + HOUR)
@@ -498,8 +563,9 @@ def test_heartbeat_of_an_empty_partition(scene: Scene) -> None:
 
 def test_a_record_after_a_heartbeat_commits_after_it_whatever_the_clock(scene: Scene) -> None:
     bucket = scene.bucket("photos")
-    p = scene.partition(bucket)
-    scene.put(bucket, "before")
+    p = 1
+    before, after, third = (scene.key_in(bucket, p, k) for k in ("before-", "after-", "third-"))
+    scene.put(bucket, before)
     (first,) = scene.reader.read(p, 0)
 
     beat_ns = time.time_ns() + 3_600 * 10**9  # the reader's clock is an hour ahead
@@ -508,17 +574,21 @@ def test_a_record_after_a_heartbeat_commits_after_it_whatever_the_clock(scene: S
     assert ns(beat) >= beat_ns
 
     scene.clock.set(datetime.now(UTC) - HOUR)  # the writer's clock: two hours before it
-    scene.put(bucket, "after")
+    scene.put(bucket, after)
     (second,) = scene.reader.read(p, first["position"])
-    assert keys_of([second]) == ["after"]
+    assert keys_of([second]) == [after]
     assert ns(second) > ns(beat)
 
-    # A heartbeat of another partition does not touch this one.
+    # A heartbeat of another partition: a later commit here is after it too (a commit is
+    # later than everything the stream's partitions have recorded, so a key's changes keep
+    # their order whichever partitions they were recorded in).
     other = (p + 1) % PARTITIONS
-    assert scene.reader.heartbeat(other, 0, now_ns=beat_ns + 10**12) is not None
-    scene.put(bucket, "third")
-    (third,) = scene.reader.read(p, second["position"])
-    assert ns(second) < ns(third) < beat_ns + 10**12
+    other_beat = scene.reader.heartbeat(other, 0, now_ns=beat_ns + 10**12)
+    assert other_beat is not None
+    scene.put(bucket, third)
+    (last,) = scene.reader.read(p, second["position"])
+    assert keys_of([last]) == [third]
+    assert ns(second) < ns(other_beat) < ns(last)
 
 
 # --- retention -----------------------------------------------------------------------------
@@ -526,9 +596,10 @@ def test_a_record_after_a_heartbeat_commits_after_it_whatever_the_clock(scene: S
 
 def test_prune_deletes_everything_past_retention_and_positions_go_on(scene: Scene) -> None:
     bucket = scene.bucket("photos")
-    p = scene.partition(bucket)
-    for i in range(3):
-        scene.put(bucket, f"k{i}")
+    p = 2
+    keys = scene.keys_in(bucket, p, 4)
+    for key in keys[:3]:
+        scene.put(bucket, key)
     far_future = time.time_ns() + 10 * 86_400 * 10**9
 
     assert scene.reader.prune(now_ns=far_future) == 3
@@ -536,36 +607,40 @@ def test_prune_deletes_everything_past_retention_and_positions_go_on(scene: Scen
     assert scene.reader.prune(now_ns=far_future) == 0
     assert scene.reader.end(p) == 3
 
-    scene.put(bucket, "k3")
+    scene.put(bucket, keys[3])
     records = scene.reader.read(p, 0)
     assert positions(records) == [4]
-    assert keys_of(records) == ["k3"]
+    assert keys_of(records) == [keys[3]]
 
 
 def test_prune_keeps_records_younger_than_retention(scene: Scene) -> None:
-    young_bucket, old_bucket = scene.buckets_in(1, 2)
-    other = scene.buckets_in(3, 1)[0]
+    # partition 1: two old records, then a young one; partition 3: one of each
+    photos, docs = scene.bucket("photos"), scene.bucket("docs")
+    old_1, old_2 = scene.keys_in(photos, 1, 2, prefix="old-")
+    young_1 = scene.key_in(docs, 1, "young-")
+    old_3 = scene.key_in(docs, 3, "old-")
+    young_2 = scene.key_in(photos, 3, "young-")
     now = datetime.now(UTC)
     scene.clock.set(now - timedelta(days=2))
-    scene.put(old_bucket, "old-1")
-    scene.put(old_bucket, "old-2")
-    scene.put(other, "old-3")
+    scene.put(photos, old_1)
+    scene.put(photos, old_2)
+    scene.put(docs, old_3)
     scene.clock.set(now - HOUR)
-    scene.put(young_bucket, "young-1")
-    scene.put(other, "young-2")
+    scene.put(docs, young_1)
+    scene.put(photos, young_2)
 
     assert scene.reader.prune() == 3
     kept_1 = scene.reader.read(1, 0)
     kept_3 = scene.reader.read(3, 0)
-    assert keys_of(kept_1) == ["young-1"]
+    assert keys_of(kept_1) == [young_1]
     assert positions(kept_1) == [3]
-    assert keys_of(kept_3) == ["young-2"]
+    assert keys_of(kept_3) == [young_2]
     assert positions(kept_3) == [2]
     assert scene.reader.prune() == 0
 
     # an explicit "now" just after the old records: the young ones are within retention
     assert scene.reader.prune(now_ns=real_ns(now) + 10**9) == 0
-    assert keys_of(read_partition(scene.reader, 1)) == ["young-1"]
+    assert keys_of(read_partition(scene.reader, 1)) == [young_1]
 
 
 def test_prune_a_stream_that_does_not_exist(db: Metabase) -> None:

@@ -14,7 +14,6 @@ import sqlalchemy as sa
 from ripple.changestream import TransactionTag
 from ripple.changestream.definition import DEFAULT_PARTITIONS
 from ripple.changestream.schema import change_partitions
-from ripple.changestream.writer import partition_of
 from ripple.metabase import (
     BucketLocation,
     DeleteObjectsItem,
@@ -36,7 +35,7 @@ from ripple.metabase.errors import BucketNotEmpty, InvalidArgument
 from ripple.metabase.expire import expire_objects
 from ripple.metabase.rows import insert_rows, start_key_write
 from ripple.metabase.types import Object, Status
-from tests.changestream.conftest import Eventing, read_all, tag_of
+from tests.changestream.conftest import Eventing, keys_in, partition_of_key, read_all, tag_of
 from tests.metabase.steps import World
 
 COLUMNS = ["project_id", "bucket_name", "object_key", "version", "status", "total_plain_size"]
@@ -98,7 +97,7 @@ def test_put_writes_one_insert_record(world: World, eventing: Eventing) -> None:
     assert record["number_of_partitions_in_transaction"] == 1
     assert record["is_last_record_in_transaction_in_partition"] is True
     assert record["is_system_transaction"] is False
-    assert record["partition"] == partition_of([world.project.id, "photos"], 4)
+    assert record["partition"] == partition_of_key(world.project.id, "photos", "red flower.jpg")
     assert record["commit_timestamp"] == world.now.strftime("%Y-%m-%dT%H:%M:%S.%f000Z")
     assert [c["name"] for c in record["column_types"]] == [
         "project_id",
@@ -222,18 +221,23 @@ def test_delete_exact_version_and_copy(world: World, eventing: Eventing) -> None
 def test_delete_objects_writes_one_record_per_mod_type(world: World, eventing: Eventing) -> None:
     bucket = world.bucket("photos", Versioning.SUSPENDED)
     eventing.enable(world.project.id, "photos")
-    for key in ("a", "b", "c"):
+    # three keys whose single-key changes go to three partitions
+    keys = [keys_in(world.project.id, "photos", p, 1, prefix=f"{p}-")[0] for p in (2, 0, 1)]
+    for key in keys:
         world.put(bucket, key)
-    before = len(read_all(world.db))
+    assert len({r["partition"] for r in read_all(world.db)}) == 3
     tag = TransactionTag(request_id="R1", host_id="H1", principal="P1", source_ip="127.0.0.1")
-    delete_objects(
-        world.db, bucket, [DeleteObjectsItem(k) for k in ("a", "b", "c", "missing")], tag=tag
-    )
+    delete_objects(world.db, bucket, [DeleteObjectsItem(k) for k in [*keys, "missing"]], tag=tag)
 
-    records = read_all(world.db)[before:]
+    records = [r for r in read_all(world.db) if tag_of(r)["operation"] == "delete-objects"]
     assert [r["mod_type"] for r in records] == ["DELETE", "INSERT"]
-    assert [m["keys"]["object_key"] for m in records[0]["mods"]] == ["a", "b", "c"]
-    assert [m["keys"]["object_key"] for m in records[1]["mods"]] == ["a", "b", "c", "missing"]
+    assert [m["keys"]["object_key"] for m in records[0]["mods"]] == keys
+    assert [m["keys"]["object_key"] for m in records[1]["mods"]] == sorted([*keys, "missing"])
+    # the whole transaction in one partition: that of the least key it changed
+    assert {r["partition"] for r in records} == {
+        partition_of_key(world.project.id, "photos", min(keys))
+    }
+    assert [r["number_of_partitions_in_transaction"] for r in records] == [1, 1]
     assert tag_of(records[0]) == {
         "operation": "delete-objects",
         "request_id": "R1",
@@ -318,7 +322,7 @@ def test_a_record_without_its_partition_fails_the_whole_write(
 ) -> None:
     bucket = world.bucket("photos")
     eventing.enable(world.project.id, "photos")
-    part = partition_of([world.project.id, "photos"], DEFAULT_PARTITIONS)
+    part = partition_of_key(world.project.id, "photos", "k", DEFAULT_PARTITIONS)
     row = {"stream_name": "bucket_eventing", "partition": part}
     where = sa.text("stream_name = :stream_name AND partition = :partition")
     with world.db.write() as conn:  # a damaged stream: its partition row is gone

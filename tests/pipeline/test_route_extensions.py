@@ -45,7 +45,7 @@ def routed(gateway: Running) -> dict[str, list[Delivery]]:  # noqa: F811
             for r in conn.execute(
                 sa.select(change_records)
                 .where(c.stream_name == STREAM)
-                .order_by(c.partition, c.position)
+                .order_by(c.commit_ns, c.partition, c.position)  # commit order, as a batch
             )
         ]
     owner = str(gateway.key.project_public_id)

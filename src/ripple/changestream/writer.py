@@ -5,6 +5,11 @@ the stream's options and the transaction's exclusion let through, groups them in
 record per partition per mod type (DELETE, UPDATE, INSERT, in that order, which is the
 order the metabase makes them per key), and inserts the records.
 
+Which partition: `Partitioning` says, per table. A bucket's objects are spread over the
+partitions by key, so writers of different keys of one bucket take different partition rows
+(below); but a transaction's changes in one bucket all go to one partition, that of the least
+key it changes there, so the transform still sees a DeleteObjects or a rename whole.
+
 Positions and commit timestamps are taken as the last thing before COMMIT, under the lock of
 its partition's row in `change_partitions`, which the transaction then holds until it has
 committed: positions are dense and follow commit order, so a reader never has to guess
@@ -23,6 +28,7 @@ import hashlib
 import json
 import uuid
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import psycopg
@@ -44,6 +50,13 @@ _RECORD_COLUMNS = (
     "is_last_in_partition, records_in_transaction, partitions_in_transaction, mod_type, mods, "
     "transaction_tag, is_system_transaction"
 )
+# A commit timestamp is also later than every commit any partition of the stream has
+# recorded. So a key's changes get increasing commit timestamps even where two of them were
+# recorded in different partitions (a PUT in its own, a DeleteObjects in its least key's)
+# and whatever the writers' clocks do: the later transaction waited for the earlier one's
+# row locks, so it reads the earlier's commit timestamp here. A read of the stream's
+# partition rows, without locks.
+_FLOOR = "SELECT max(q.last_commit_ns) + 1 FROM change_partitions AS q WHERE q.stream_name = r.s"
 # PostgreSQL: take the partition's next position and commit timestamp (one per transaction
 # per partition) and insert the record with them. A missing partition row leaves the position
 # NULL, which the NOT NULL column refuses.
@@ -55,7 +68,7 @@ p AS (
   UPDATE change_partitions AS p
      SET next_position = p.next_position + 1,
          last_commit_ns = CASE WHEN p.last_transaction = r.t THEN p.last_commit_ns
-                               ELSE greatest(p.last_commit_ns + 1, r.ns) END,
+                               ELSE greatest(p.last_commit_ns + 1, r.ns, ({_FLOOR})) END,
          last_transaction = r.t
     FROM r
    WHERE p.stream_name = r.s AND p.partition = r.part
@@ -71,7 +84,7 @@ _INSERT_SQLITE = f"""
 INSERT INTO change_records ({_RECORD_COLUMNS}, position)
 SELECT s, v, p.partition,
        CASE WHEN p.last_transaction = t THEN p.last_commit_ns
-            ELSE max(p.last_commit_ns + 1, ns) END,
+            ELSE max(p.last_commit_ns + 1, ns, ({_FLOOR})) END,
        t, seq, last, n, np, mt, mods, tag, sys, p.next_position + 1
   FROM (SELECT ? AS s, ? AS v, ? AS part, ? AS ns, ? AS t, ? AS seq, ? AS last, ? AS n,
                ? AS np, ? AS mt, ? AS mods, ? AS tag, ? AS sys) AS r
@@ -80,9 +93,33 @@ SELECT s, v, p.partition,
 
 
 def partition_of(values: Sequence[Any], partitions: int) -> int:
-    """The partition of a row: a stable hash of its partition columns."""
-    raw = "\0".join(str(v) for v in values).encode()
+    """The partition of these partition values: a stable hash of them. For an object in a
+    transaction that changes no other key of its bucket: `[project_id, bucket_name, key]`."""
+    # object keys are stored as their UTF-8 bytes: a key hashes the same as bytes or text
+    raw = b"\0".join(v if isinstance(v, bytes) else str(v).encode() for v in values)
     return int.from_bytes(hashlib.blake2b(raw, digest_size=8).digest(), "big") % partitions
+
+
+@dataclass(frozen=True)
+class Partitioning:
+    """How a table's changes are spread over a stream's partitions: by a stable hash of the
+    `group` columns and, if `spread` names a column, of that column's least value among the
+    transaction's changes in the same group. So one transaction's changes in a group stay
+    in one partition, and a group's single-row transactions are spread by row."""
+
+    group: tuple[str, ...]
+    spread: str | None = None
+
+    def partitions_of(self, rows: Sequence[Mapping[str, Any]], partitions: int) -> list[int]:
+        """The partition of each of one transaction's changed rows."""
+        groups = [tuple(row[c] for c in self.group) for row in rows]
+        least: dict[tuple[Any, ...], tuple[Any, ...]] = {}
+        for g, row in zip(groups, rows, strict=True):
+            value = () if self.spread is None else (row[self.spread],)
+            if g not in least or value < least[g]:
+                least[g] = value
+        part = {g: partition_of((*g, *value), partitions) for g, value in least.items()}
+        return [part[g] for g in groups]
 
 
 def load_definitions(conn: Connection) -> list[StreamDefinition]:
@@ -115,11 +152,11 @@ class ChangeStreamWriter:
     def __init__(
         self,
         tables: Mapping[str, sa.Table],
-        partition_columns: Mapping[str, tuple[str, ...]],
+        partitioning: Mapping[str, Partitioning],
         scope: Scope,
     ) -> None:
         self.tables = dict(tables)
-        self.partition_columns = dict(partition_columns)
+        self.partitioning = dict(partitioning)
         self.scope = scope
         self._definitions: list[StreamDefinition] | None = None
         # per table: its key columns and each column's type code, computed once
@@ -181,13 +218,11 @@ class ChangeStreamWriter:
     ) -> list[tuple[Any, ...]]:
         keys, codes = self._keys[stream.table], self._codes[stream.table]
         by_partition: dict[int, dict[ModType, list[dict[str, Any]]]] = {}
-        for mod in mods:
-            entry = _mod_json(stream, mod, keys, codes)
-            if entry is None:
-                continue
-            part = partition_of(
-                [mod.row[c] for c in self.partition_columns[stream.table]], stream.partitions
-            )
+        recorded = [(m, e) for m in mods if (e := _mod_json(stream, m, keys, codes)) is not None]
+        parts = self.partitioning[stream.table].partitions_of(
+            [mod.row for mod, _ in recorded], stream.partitions
+        )
+        for (mod, entry), part in zip(recorded, parts, strict=True):
             by_partition.setdefault(part, {}).setdefault(mod.mod_type, []).append(entry)
         groups = [
             (part, mod_type, by_partition[part][mod_type])

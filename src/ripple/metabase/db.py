@@ -25,7 +25,7 @@ from sqlalchemy.engine import Connection, Engine
 
 from ripple.changestream.capture import Capture, TransactionTag, attach, detach
 from ripple.changestream.values import datetime_ns
-from ripple.changestream.writer import ChangeStreamWriter
+from ripple.changestream.writer import ChangeStreamWriter, Partitioning
 from ripple.metabase.errors import ConflictRetry, InvalidArgument
 from ripple.metabase.schema import buckets, objects
 
@@ -125,7 +125,10 @@ class Metabase:
         self.before_commit: list[Callable[[Connection], None]] = []
         self.changestreams = ChangeStreamWriter(
             {"objects": objects, "buckets": buckets},
-            {"objects": ("project_id", "bucket_name"), "buckets": ("project_id", "name")},
+            {
+                "objects": Partitioning(("project_id", "bucket_name"), spread="object_key"),
+                "buckets": Partitioning(("project_id", "name")),
+            },
             self._in_scope,
         )
 

@@ -25,6 +25,7 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from operator import itemgetter
 from pathlib import Path
 from typing import Any
 
@@ -101,7 +102,10 @@ def batch_handler(
 
     def handle(events: DataFrame, batch_id: int) -> None:
         started = time.monotonic()
-        rows = events.toArrow().to_pylist()
+        # Commit order within the batch, across partitions: a key's events are in one
+        # partition unless a DeleteObjects or a rename of several keys recorded one of them in
+        # its least key's. (A stable sort: a transaction's events keep their order.)
+        rows = sorted(events.toArrow().to_pylist(), key=itemgetter("commit_ns"))
         with deliverer.exclusive():  # routes and targets stay as they are until delivered
             if reconfigure is not None:
                 reconfigure()

@@ -14,7 +14,8 @@ the inotify types and fields, with paths `/<bucket>/<key>` (the key decoded):
 - `BucketCreated:*`: `CREATE` of the directory `/<bucket>`; `BucketRemoved:*`: its `UNLINK`.
 
 `txid` is the transaction's commit time in Unix nanoseconds (from the sequencer): it
-increases with every transaction of a bucket. Times are Unix milliseconds, as HDFS's are.
+increases with every transaction that changes a given key (transactions of different keys
+that commit at the same moment can share one). Times are Unix milliseconds, as HDFS's are.
 `overwrite` is true: an S3 write replaces whatever the key held, as HDFS's
 `create(overwrite=true)` does. In a versioned bucket an S3 delete of an older version (or
 of a delete marker) is still an `UNLINK` of the path, although the key's latest version

@@ -4,7 +4,9 @@ A message's data is the S3 event message (`{"Records":[event]}`) and its attribu
 delivery's (eventName, bucket, key, versionId, sequencer) and `eventId`, the event's ripple
 id, the same however often it is published (Pub/Sub's own `messageId` is not: de-duplicate
 on `eventId`). With `ordering=True` each message
-gets the ordering key `bucket/key`, so one object's events arrive in commit order.
+gets the ordering key `bucket/key`, so one object's events arrive in the order they were
+published: commit order, but for a key's event recorded by a multi-key DeleteObjects or
+rename, which a backlog can send a micro-batch early (docs/targets.md).
 
 Connection: an explicit `endpoint` ("127.0.0.1:8085": an emulator or a test server) is
 spoken to over an insecure gRPC channel without credentials; otherwise `PUBSUB_EMULATOR_HOST`,
