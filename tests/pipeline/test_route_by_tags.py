@@ -51,7 +51,7 @@ def routed(gateway: Running) -> dict[str, list[Delivery]]:  # noqa: F811
             for r in conn.execute(
                 sa.select(change_records)
                 .where(c.stream_name == "bucket_eventing")
-                .order_by(c.partition, c.position)
+                .order_by(c.commit_ns, c.partition, c.position)  # commit order, as a batch
             )
         ]
     events = list(events_of_rows(rows, lambda _: "owner", EventSettings()))

@@ -1,14 +1,17 @@
 """The Spark data source over a change stream: `spark.readStream.format("ripple-changestream")`.
 
-One Spark input partition per change-stream partition, each with its own offset (the last
-position read). `latestOffset` only ever names positions that are committed: positions are
-dense and taken in commit order (ripple.changestream.writer), so everything up to a
-partition's committed `next_position` is final and can no longer be filled (the no-skip
-rule). Under admission control (`maxRecordsPerBatch`) a backlog drains in bounded batches;
-a batch always ends on a transaction's last record in its partition, so the transform sees
-whole transactions. `read()` is stateless: it opens its own connection and returns Arrow
-record batches. `commit(end)` also stores the positions as consumer offsets in the metabase,
-so a pipeline whose checkpoint directory is lost resumes where it was.
+Each change-stream partition has its own offset (the last position read). A batch is read
+as one Spark input partition per change-stream partition with records, or, when it holds
+at most `SINGLE_TASK_RECORDS` records, as one input partition over all of them (a task
+costs more than a few hundred records do). `latestOffset` only ever names positions that
+are committed: positions are dense and taken in commit order (ripple.changestream.writer),
+so everything up to a partition's committed `next_position` is final and can no longer be
+filled (the no-skip rule). Under admission control (`maxRecordsPerBatch`) a backlog drains
+in bounded batches; a batch always ends on a transaction's last record in its partition, so
+the transform sees whole transactions. `read()` is stateless: it opens its own connection
+and returns Arrow record batches. `commit(end)` also stores the positions as consumer
+offsets in the metabase, so a pipeline whose checkpoint directory is lost resumes where it
+was.
 
 Options: `url` (the metabase database, required), `stream` (default `bucket_eventing`),
 `consumer` (default `pipeline`), `maxRecordsPerBatch` (default 50000), `startingPositions`
@@ -55,6 +58,7 @@ SPARK_SCHEMA = (
     "transaction_tag string, is_system_transaction boolean"
 )
 _READ_CHUNK = 10_000  # rows per Arrow batch returned by read()
+SINGLE_TASK_RECORDS = 10_000  # a batch of at most this many records is read in one task
 
 Offsets = dict[str, int]  # partition number (as a string: offsets are JSON) -> last position
 
@@ -65,11 +69,12 @@ def engine_for(url: str) -> sa.Engine:
 
 
 class RangePartition(InputPartition):
-    """Positions (start, end] of one change-stream partition."""
+    """Positions (start, end] of one or more change-stream partitions, each whole:
+    `ranges` holds (partition, start, end) per stream partition."""
 
-    def __init__(self, partition: int, start: int, end: int) -> None:
-        super().__init__((partition, start, end))
-        self.partition, self.start, self.end = partition, start, end
+    def __init__(self, ranges: Sequence[tuple[int, int, int]]) -> None:
+        super().__init__(tuple(ranges))
+        self.ranges = tuple(ranges)
 
 
 class ChangeStreamSource(DataSource):
@@ -181,8 +186,13 @@ class ChangeStreamStreamReader(DataSourceStreamReader):
         for k in sorted(end, key=int):
             begin = max(start.get(k, 0), delivered.get(int(k), 0))
             if end[k] > begin:
-                ranges.append(RangePartition(int(k), begin, end[k]))
-        return ranges
+                ranges.append((int(k), begin, end[k]))
+        # A small batch is one task: each task costs Spark and its Python workers more than
+        # a few hundred records do (the latency at a steady trickle). A large one is a task
+        # per stream partition, for the cores.
+        if sum(last - first for _, first, last in ranges) <= SINGLE_TASK_RECORDS:
+            return [RangePartition(ranges)] if ranges else []
+        return [RangePartition([r]) for r in ranges]
 
     def commit(self, end: Offsets) -> None:
         reader = ChangeStreamReader(self.engine, self.stream)
@@ -196,9 +206,7 @@ class ChangeStreamStreamReader(DataSourceStreamReader):
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         assert isinstance(partition, RangePartition)
-        return read_range(
-            self.url, self.stream, partition.partition, partition.start, partition.end
-        )
+        return read_ranges(self.url, self.stream, partition.ranges)
 
 
 def read_range(
@@ -206,23 +214,32 @@ def read_range(
 ) -> Iterator[pa.RecordBatch]:
     """Records of positions (start, end] of one partition, as Arrow batches of the source's
     schema; its own connection, closed when done."""
+    return read_ranges(url, stream, [(partition, start, end)])
+
+
+def read_ranges(
+    url: str, stream: str, ranges: Sequence[tuple[int, int, int]]
+) -> Iterator[pa.RecordBatch]:
+    """`read_range` of each (partition, start, end), one partition after another, through
+    one connection."""
     c = change_records.c
-    query = (
-        sa.select(*(c[name] for name in ARROW_SCHEMA.names))
-        .where(
-            c.stream_name == stream,
-            c.partition == partition,
-            c.position > start,
-            c.position <= end,
-        )
-        .order_by(c.position)
-    )
     engine = engine_for(url)
     try:
         with engine.connect() as conn:
-            result = conn.execution_options(yield_per=_READ_CHUNK).execute(query)
-            for rows in result.partitions(_READ_CHUNK):
-                yield _batch(rows)
+            for partition, start, end in ranges:
+                query = (
+                    sa.select(*(c[name] for name in ARROW_SCHEMA.names))
+                    .where(
+                        c.stream_name == stream,
+                        c.partition == partition,
+                        c.position > start,
+                        c.position <= end,
+                    )
+                    .order_by(c.position)
+                )
+                result = conn.execution_options(yield_per=_READ_CHUNK).execute(query)
+                for rows in result.partitions(_READ_CHUNK):
+                    yield _batch(rows)
     finally:
         engine.dispose()
 
