@@ -65,8 +65,10 @@ def test_a_large_batch_is_a_task_per_stream_partition(
     planned: tuple[ChangeStreamStreamReader, dict[str, int], dict[str, int]],
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
+    planned[0].stop()
     monkeypatch.setattr(source, "SINGLE_TASK_RECORDS", 7)  # the batch holds 8
-    reader, start, end = planned
+    _, start, end = planned
+    reader = ChangeStreamStreamReader({"url": planned[0].url})
     try:
         parts = reader.partitions(start, end)
         assert [p.ranges for p in parts if isinstance(p, RangePartition)] == [
@@ -76,5 +78,19 @@ def test_a_large_batch_is_a_task_per_stream_partition(
             [(p, 1), (p, 2)] for p in range(4)
         ]
         assert reader.partitions(end, end) == []  # nothing new: no task
+    finally:
+        reader.stop()
+
+
+def test_a_batch_of_more_than_half_of_max_records_is_a_task_per_partition(
+    planned: tuple[ChangeStreamStreamReader, dict[str, int], dict[str, int]],
+) -> None:
+    """With maxRecordsPerBatch 14, a backlog drains in batches of up to 14: 8 records are
+    more than half of that, so they keep a task per partition."""
+    planned[0].stop()
+    _, start, end = planned
+    reader = ChangeStreamStreamReader({"url": planned[0].url, "maxRecordsPerBatch": "14"})
+    try:
+        assert len(reader.partitions(start, end)) == 4
     finally:
         reader.stop()

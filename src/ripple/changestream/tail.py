@@ -34,7 +34,8 @@ def parse_since(value: str, now: datetime | None = None) -> int:
 def transactions(
     records: Iterable[dict[str, Any]], *, strict: bool = False
 ) -> Iterator[list[dict[str, Any]]]:
-    """Group one partition's records into whole transactions (heartbeats pass alone).
+    """Group records into whole transactions (heartbeats pass alone); each partition's
+    records in position order, the partitions one after another or interleaved.
 
     A transaction's records in a partition are consecutive and the last says so. With
     `strict`, records that end inside a transaction are an error, not left out."""

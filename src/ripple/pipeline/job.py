@@ -1,7 +1,7 @@
 """The eventing job: change stream → S3 events → destinations, as a Spark Structured
 Streaming query.
 
-    source (ripple-changestream, one input partition per stream partition)
+    source (ripple-changestream, a task per stream partition, or one for a small batch)
       → mapInArrow(events_of_batches)      change records → event records
       → foreachBatch(handle)               route to destinations, deliver or queue
 

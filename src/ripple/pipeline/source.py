@@ -2,7 +2,8 @@
 
 Each change-stream partition has its own offset (the last position read). A batch is read
 as one Spark input partition per change-stream partition with records, or, when it holds
-at most `SINGLE_TASK_RECORDS` records, as one input partition over all of them (a task
+at most `SINGLE_TASK_RECORDS` records (and half of `maxRecordsPerBatch`), as one input
+partition over all of them (a task
 costs more than a few hundred records do). `latestOffset` only ever names positions that
 are committed: positions are dense and taken in commit order (ripple.changestream.writer),
 so everything up to a partition's committed `next_position` is final and can no longer be
@@ -74,7 +75,7 @@ class RangePartition(InputPartition):
 
     def __init__(self, ranges: Sequence[tuple[int, int, int]]) -> None:
         super().__init__(tuple(ranges))
-        self.ranges = tuple(ranges)
+        self.ranges: tuple[tuple[int, int, int], ...] = self.value
 
 
 class ChangeStreamSource(DataSource):
@@ -101,6 +102,8 @@ class ChangeStreamStreamReader(DataSourceStreamReader):
         self.max_records = int(options.get("maxrecordsperbatch", DEFAULT_MAX_RECORDS))
         if self.max_records < 1:
             raise ValueError("option maxRecordsPerBatch must be a positive number of records")
+        # at most half a full batch, so a backlog drained in full batches keeps its tasks
+        self.single_task_records = min(SINGLE_TASK_RECORDS, self.max_records // 2)
         self.starting = options.get("startingpositions", "earliest")
         if self.starting not in ("earliest", "latest"):
             raise ValueError("option startingPositions must be 'earliest' or 'latest'")
@@ -176,8 +179,10 @@ class ChangeStreamStreamReader(DataSourceStreamReader):
         return self._ends()
 
     def partitions(self, start: Offsets, end: Offsets) -> Sequence[InputPartition]:
-        """One input partition per stream partition with records in (start, end], less
-        what the consumer's offsets say was delivered already: a batch Spark runs again
+        """The ranges (start, end] of the stream partitions with records, less what the
+        consumer's offsets say was delivered already, as one input partition over them all
+        when they are few (`single_task_records`), else one per stream partition. A batch
+        Spark runs again
         after a stop or crash (planned, but not in its commit log) skips the transactions
         the pipeline delivered before it stopped. Delivered offsets always end a
         transaction, so no transaction is cut."""
@@ -190,7 +195,7 @@ class ChangeStreamStreamReader(DataSourceStreamReader):
         # A small batch is one task: each task costs Spark and its Python workers more than
         # a few hundred records do (the latency at a steady trickle). A large one is a task
         # per stream partition, for the cores.
-        if sum(last - first for _, first, last in ranges) <= SINGLE_TASK_RECORDS:
+        if sum(last - first for _, first, last in ranges) <= self.single_task_records:
             return [RangePartition(ranges)] if ranges else []
         return [RangePartition([r]) for r in ranges]
 

@@ -1,9 +1,10 @@
 """Change records → S3 event records, one Arrow batch at a time (`mapInArrow`).
 
 The mapping itself is `ripple.events.s3_events`, the same function `ripple changestream tail
---events` uses; this module only regroups a partition's records into whole transactions
-(which may straddle Arrow batches) and lays the events out as Arrow columns. No per-row UDF:
-Spark hands each task's batches to `events_of_batches`, which runs once per task.
+--events` uses; this module only regroups each partition's records into whole transactions
+(which may straddle Arrow batches; a task may read several partitions, one after another)
+and lays the events out as Arrow columns. No per-row UDF: Spark hands each task's batches to
+`events_of_batches`, which runs once per task.
 """
 
 from __future__ import annotations
@@ -60,7 +61,8 @@ def events_of_rows(
     settings: EventSettings,
     table: str = "objects",
 ) -> Iterator[dict[str, Any]]:
-    """Event rows (EVENT_SCHEMA) of source rows given in position order; a transaction's
+    """Event rows (EVENT_SCHEMA) of source rows given in position order per partition
+    (partitions may follow or interleave each other); a transaction's
     events come out once its last record in the partition has been seen. `table` is the
     stream's: `objects` (bucket_eventing) or `buckets` (project_eventing)."""
     prefix = _ID_PREFIXES.get(table, "")
