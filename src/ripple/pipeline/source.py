@@ -1,18 +1,17 @@
 """The Spark data source over a change stream: `spark.readStream.format("ripple-changestream")`.
 
-Each change-stream partition has its own offset (the last position read). A batch is read
-as one Spark input partition per change-stream partition with records, or, when it holds
-at most `SINGLE_TASK_RECORDS` records (and half of `maxRecordsPerBatch`), as one input
-partition over all of them (a task
-costs more than a few hundred records do). `latestOffset` only ever names positions that
-are committed: positions are dense and taken in commit order (ripple.changestream.writer),
-so everything up to a partition's committed `next_position` is final and can no longer be
-filled (the no-skip rule). Under admission control (`maxRecordsPerBatch`) a backlog drains
-in bounded batches; a batch always ends on a transaction's last record in its partition, so
-the transform sees whole transactions. `read()` is stateless: it opens its own connection
-and returns Arrow record batches. `commit(end)` also stores the positions as consumer
-offsets in the metabase, so a pipeline whose checkpoint directory is lost resumes where it
-was.
+Each change-stream partition has its own offset (the last position read). A batch is read as
+one Spark input partition per change-stream partition with records, or, when it holds at
+most `SINGLE_TASK_RECORDS` records (and half of `maxRecordsPerBatch`), as one input
+partition over all of them (a task costs more than a few hundred records do). `latestOffset`
+only ever names positions that are committed: positions are dense and taken in commit order
+(ripple.changestream.writer), so everything up to a partition's committed `next_position` is
+final and can no longer be filled (the no-skip rule). Under admission control
+(`maxRecordsPerBatch`) a backlog drains in bounded batches; a batch always ends on a
+transaction's last record in its partition, so the transform sees whole transactions.
+`read()` is stateless: it opens its own connection and returns Arrow record batches.
+`commit(end)` also stores the positions as consumer offsets in the metabase, so a pipeline
+whose checkpoint directory is lost resumes where it was.
 
 Options: `url` (the metabase database, required), `stream` (default `bucket_eventing`),
 `consumer` (default `pipeline`), `maxRecordsPerBatch` (default 50000), `startingPositions`
@@ -182,10 +181,9 @@ class ChangeStreamStreamReader(DataSourceStreamReader):
         """The ranges (start, end] of the stream partitions with records, less what the
         consumer's offsets say was delivered already, as one input partition over them all
         when they are few (`single_task_records`), else one per stream partition. A batch
-        Spark runs again
-        after a stop or crash (planned, but not in its commit log) skips the transactions
-        the pipeline delivered before it stopped. Delivered offsets always end a
-        transaction, so no transaction is cut."""
+        Spark runs again after a stop or crash (planned, but not in its commit log) skips
+        the transactions the pipeline delivered before it stopped. Delivered offsets always
+        end a transaction, so no transaction is cut."""
         delivered = ChangeStreamReader(self.engine, self.stream).offsets(self.consumer)
         ranges = []
         for k in sorted(end, key=int):
