@@ -73,6 +73,16 @@ def sqlite_url(tmp_path_factory: pytest.TempPathFactory) -> str:
     return f"sqlite:///{tmp_path_factory.mktemp('metabase') / 'metabase.db'}"
 
 
+@pytest.fixture(params=["sqlite", pytest.param("postgresql", marks=pytest.mark.postgresql)])
+def fresh_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
+    """An empty database of its own, not migrated (tests that run migration steps)."""
+    if request.param == "sqlite":
+        yield f"sqlite:///{tmp_path / 'fresh.db'}"
+        return
+    with fresh_postgres_database(ADMIN_URL, "ripple_fresh") as url:
+        yield url
+
+
 _migrated: dict[str, Metabase] = {}
 
 

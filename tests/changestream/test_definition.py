@@ -3,7 +3,6 @@ run, and a later migration step changing bucket_eventing with the records follow
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from datetime import timedelta
 from pathlib import Path
 
@@ -27,7 +26,6 @@ from ripple.metabase import (
 from ripple.metabase.migrate import head_revision, upgrade
 from ripple.metabase.schema import objects
 from tests.changestream.conftest import read_all
-from tests.conftest import ADMIN_URL, fresh_postgres_database
 
 TEST_MIGRATIONS = Path(__file__).parent / "migrations"
 
@@ -128,15 +126,6 @@ def test_alter_refuses_unknown_stream_and_bad_options(db: Metabase) -> None:
     with db.read() as conn:
         [stream] = [d for d in load_definitions(conn) if d.name == "bucket_eventing"]
     assert stream.version == 6
-
-
-@pytest.fixture(params=["sqlite", pytest.param("postgresql", marks=pytest.mark.postgresql)])
-def fresh_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
-    if request.param == "sqlite":
-        yield f"sqlite:///{tmp_path / 'fresh.db'}"
-        return
-    with fresh_postgres_database(ADMIN_URL, "ripple_migration") as url:
-        yield url
 
 
 def test_later_migration_steps_change_the_records(fresh_url: str) -> None:

@@ -3,10 +3,6 @@ no-op that keeps the data."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from pathlib import Path
-
-import pytest
 import sqlalchemy as sa
 from alembic import command
 from alembic.autogenerate import compare_metadata
@@ -24,7 +20,6 @@ from ripple.metabase import (
 )
 from ripple.metabase.migrate import _config, current_revision, head_revision, upgrade
 from ripple.metabase.schema import all_metadata
-from tests.conftest import ADMIN_URL, fresh_postgres_database
 
 
 def _schema_diff(db: Metabase) -> list[object]:
@@ -96,15 +91,6 @@ def test_comparison_sees_a_missing_column(db: Metabase) -> None:
     with db.read() as conn:
         diff = compare_metadata(MigrationContext.configure(conn), changed)
     assert [(d[0], d[2], d[3].name) for d in diff] == [("add_column", "objects", "extra")]
-
-
-@pytest.fixture(params=["sqlite", pytest.param("postgresql", marks=pytest.mark.postgresql)])
-def fresh_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
-    if request.param == "sqlite":
-        yield f"sqlite:///{tmp_path / 'fresh.db'}"
-        return
-    with fresh_postgres_database(ADMIN_URL, "ripple_downgrade") as url:
-        yield url
 
 
 def test_the_issue_9_steps_go_down_and_up_again_with_data(fresh_url: str) -> None:
