@@ -87,7 +87,7 @@ def s3_events(
     owner_of = _owner_lookup(owners)
     tags: dict[str, TransactionTag] = {}
     events: list[EventRecord] = []
-    prefix_rename: tuple[EventShape, str, str, TransactionTag] | None = None
+    prefix_rename: tuple[EventShape, str, str, str] | None = None  # shape, project, bucket, key
     for record in ordered:
         mod_type = record.get("mod_type")
         table = record.get("table_name", _TABLE)
@@ -131,37 +131,21 @@ def s3_events(
                 extra = object_details(name, shape, changed)
                 events.append(shape.event(name, project_id, bucket, key, len(events), extra, mode))
             if rename and mod_type == "INSERT" and status in OBJECT_STATUSES:
-                extra = {"renameFromKey": encode_key(tag.rename_from or "")}
                 if tag.operation == "rename":  # one key: its own rename event
-                    events.append(
-                        shape.event(
-                            OBJECT_RENAMED_RENAME,
-                            project_id,
-                            bucket,
-                            key,
-                            len(events),
-                            extra,
-                            _SINGLE_MODE,
-                        )
-                    )
+                    events.append(_renamed(shape, project_id, bucket, key, len(events)))
                 elif prefix_rename is None:  # a prefix: one event, after the keys' events
-                    prefix_rename = (replace(shape, whole=False), project_id, bucket, tag)
+                    whole = replace(shape, whole=False)
+                    prefix_rename = (whole, project_id, bucket, tag.rename_to or "")
     if prefix_rename is not None:
-        shape, project_id, bucket, tag = prefix_rename
-        extra = {"renameFromKey": encode_key(tag.rename_from or "")}
-        destination = tag.rename_to or ""
-        events.append(
-            shape.event(
-                OBJECT_RENAMED_RENAME,
-                project_id,
-                bucket,
-                destination,
-                len(events),
-                extra,
-                _SINGLE_MODE,
-            )
-        )
+        events.append(_renamed(*prefix_rename, len(events)))
     return events
+
+
+def _renamed(shape: EventShape, project_id: str, bucket: str, key: str, index: int) -> EventRecord:
+    """The `ObjectRenamed:Rename` event of a rename: of one key, or (`key` the destination
+    prefix) of a whole prefix."""
+    extra = {"renameFromKey": encode_key(shape.tag.rename_from or "")}
+    return shape.event(OBJECT_RENAMED_RENAME, project_id, bucket, key, index, extra, _SINGLE_MODE)
 
 
 _MOD_TYPES: Final = frozenset({"INSERT", "UPDATE", "DELETE"})
