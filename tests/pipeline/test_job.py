@@ -7,6 +7,7 @@ from __future__ import annotations
 import hashlib
 import shutil
 import uuid
+from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import Any
 
@@ -30,6 +31,7 @@ from ripple.metabase import (
 )
 from ripple.notifications.registry import Destination, Registry
 from ripple.pipeline import metrics
+from ripple.targets.base import Target
 from tests.changestream.conftest import keys_in, partition_of_key
 from tests.pipeline.conftest import running_pipeline, wait_for
 from tests.pipeline.fakes import RecordingTarget
@@ -57,6 +59,14 @@ class World:
             data,
             etag=hashlib.md5(data).hexdigest(),
         )
+
+    def running(
+        self, checkpoint: Path, targets: dict[str, list[Target]], **options: Any
+    ) -> AbstractContextManager[Any]:
+        """The pipeline over this metabase and registry (`running_pipeline`) until the block
+        ends."""
+        url = self.db.url.render_as_string(hide_password=False)
+        return running_pipeline(url, checkpoint, self.registry, targets, self.db.writer, **options)
 
     def expected(self) -> list[dict[str, Any]]:
         """Every event of the stream, by the mapping `changestream tail --events` uses."""
@@ -109,13 +119,7 @@ def test_writes_reach_their_destinations_as_the_tail_maps_them(
         "ObjectRemoved:Delete",
         "ObjectRemoved:Delete",
     ]
-    with running_pipeline(
-        world.db.url.render_as_string(hide_password=False),
-        tmp_path / "checkpoint",
-        world.registry,
-        {TOPIC: [photos_target], OTHER: [logs_target]},
-        world.db.writer,
-    ):
+    with world.running(tmp_path / "checkpoint", {TOPIC: [photos_target], OTHER: [logs_target]}):
         wait_for(lambda: len(photos_target.acked) >= 5 and logs_target.acked, "events arrive")
 
     assert by_sequencer(events_of(photos_target)) == by_sequencer(expected_photos)
@@ -155,13 +159,7 @@ def test_a_batch_delivers_in_commit_order_across_partitions(
     assert deleted_in == {partition_of_key(pid, "photos", least)}  # not k's partition
 
     target = RecordingTarget("photos")
-    with running_pipeline(
-        world.db.url.render_as_string(hide_password=False),
-        tmp_path / "checkpoint",
-        world.registry,
-        {TOPIC: [target]},
-        world.db.writer,
-    ):
+    with world.running(tmp_path / "checkpoint", {TOPIC: [target]}):
         wait_for(lambda: len(target.acked) >= 4, "4 events arrive")
     assert len({d.batch_id for d in target.acked}) == 1
     of_key = [e["eventName"] for e in events_of(target) if e["s3"]["object"]["key"] == key]
@@ -176,14 +174,7 @@ def test_backlog_drains_in_bounded_batches_that_keep_transactions_whole(
     for i in range(12):  # each an overwrite: a DELETE and an INSERT record in one transaction
         world.put(photos, keys[i % 6])
     target = RecordingTarget("photos")
-    with running_pipeline(
-        world.db.url.render_as_string(hide_password=False),
-        tmp_path / "checkpoint",
-        world.registry,
-        {TOPIC: [target]},
-        world.db.writer,
-        max_records=3,
-    ):
+    with world.running(tmp_path / "checkpoint", {TOPIC: [target]}, max_records=3):
         wait_for(lambda: len(target.acked) >= 12, "12 events arrive")
     batches = {d.batch_id for d in target.acked}
     assert len(batches) >= 18 // 3  # 18 records, at most 3 a batch (a transaction may exceed)
@@ -195,25 +186,24 @@ def test_a_restart_resumes_after_what_was_delivered_even_without_its_checkpoint(
     spark: SparkSession, world: World, tmp_path: Path
 ) -> None:
     photos = world.bucket("photos", Destination(TOPIC))
-    url = world.db.url.render_as_string(hide_password=False)
     checkpoint = tmp_path / "checkpoint"
     first = RecordingTarget("photos")
     world.put(photos, "a")
-    with running_pipeline(url, checkpoint, world.registry, {TOPIC: [first]}, world.db.writer):
+    with world.running(checkpoint, {TOPIC: [first]}):
         wait_for(lambda: len(first.acked) == 1, "the first event arrives")
         world.put(photos, "b")
         wait_for(lambda: len(first.acked) == 2, "the second event arrives")
 
     world.put(photos, "c")  # while the pipeline is stopped
     second = RecordingTarget("photos")
-    with running_pipeline(url, checkpoint, world.registry, {TOPIC: [second]}, world.db.writer):
+    with world.running(checkpoint, {TOPIC: [second]}):
         wait_for(lambda: len(second.acked) >= 1, "the third event arrives")
     assert [e["s3"]["object"]["key"] for e in events_of(second)] == ["c"]
 
     shutil.rmtree(checkpoint)  # lost: the offsets in the metabase still say where it was
     world.put(photos, "d")
     third = RecordingTarget("photos")
-    with running_pipeline(url, checkpoint, world.registry, {TOPIC: [third]}, world.db.writer):
+    with world.running(checkpoint, {TOPIC: [third]}):
         wait_for(lambda: len(third.acked) >= 1, "the fourth event arrives")
     assert [e["s3"]["object"]["key"] for e in events_of(third)] == ["d"]
 
@@ -228,13 +218,7 @@ def test_events_of_a_bucket_without_destinations_are_counted_and_dropped(
     world.put(photos, "kept.jpg")
     before = metrics.EVENTS_UNROUTED._value.get()
     target = RecordingTarget("photos")
-    with running_pipeline(
-        world.db.url.render_as_string(hide_password=False),
-        tmp_path / "checkpoint",
-        world.registry,
-        {TOPIC: [target]},
-        world.db.writer,
-    ):
+    with world.running(tmp_path / "checkpoint", {TOPIC: [target]}):
         wait_for(lambda: len(target.acked) >= 1, "the routed event arrives")
         wait_for(lambda: metrics.EVENTS_UNROUTED._value.get() == before + 1, "the count")
     assert [e["s3"]["object"]["key"] for e in events_of(target)] == ["kept.jpg"]
