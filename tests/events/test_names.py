@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from ripple.events import ALL_EVENT_NAMES, event_name, is_created, matches, tagging_event_name
-from ripple.events.names import event_version, update_event_names
+from ripple.events.names import changed_columns, event_version, update_event_names
 
 
 @pytest.mark.parametrize(
@@ -150,4 +150,5 @@ def test_update_event_names(
     names: list[str],
 ) -> None:
     known = None if changed is None else frozenset(changed)
-    assert update_event_names(known, status, new_values, operation) == names
+    resolved = changed_columns(known, new_values, operation)
+    assert update_event_names(resolved, status, new_values) == names

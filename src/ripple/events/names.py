@@ -186,16 +186,12 @@ def changed_columns(
 
 
 def update_event_names(
-    changed: frozenset[str] | None,
-    status: int | None,
-    new_values: Mapping[str, object],
-    operation: str | None = None,
+    changed: frozenset[str], status: int | None, new_values: Mapping[str, object]
 ) -> list[str]:
-    """The events of an UPDATE of an object's row, in a fixed order (tagging, ACL,
-    metadata); `changed` and `operation` as `changed_columns` takes them."""
+    """The events of an UPDATE of an object's row that changed the watched columns
+    `changed` (`changed_columns`), in a fixed order (tagging, ACL, metadata)."""
     if status is not None and status not in OBJECT_STATUSES:
         return []  # a delete marker or pending upload has no tags, ACL or lock settings
-    changed = changed_columns(changed, new_values, operation)
     names: list[str] = []
     if "tags" in changed:
         names.append(OBJECT_TAGGING_PUT if new_values.get("tags") else OBJECT_TAGGING_DELETE)
