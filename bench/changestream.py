@@ -4,22 +4,32 @@ Commits per second of PUTs (`commit_inline_object`, a new key each) for
   (a) a bucket without eventing, the change stream absent (dropped),
   (b) a bucket without eventing, the stream present: transaction exclusion,
   (c) a bucket with eventing: records written in every transaction,
+  (d) only with --unordered, PostgreSQL: as (c), but each record is a plain INSERT with a
+      position from the writer's own counter, not from its partition's row. No mode of
+      ripple's (a reader could skip records): what the record costs without the commit
+      ordering, so c/d is what taking positions in commit order costs,
 on SQLite and PostgreSQL, with 1 and 8 writer processes; rounds alternate the cases and
-the medians are reported. Then the reader reads every record of (c) (records per second),
-and the stored size of the change records (table and index) is divided by their events.
+the medians are reported. Per case it also reports where the time went, per commit: CPU of
+the writer processes and, on PostgreSQL, of the server's processes (read from /proc: the
+server must run on this machine) and bytes of WAL. With 8 writers on a 2-core machine the
+commits are CPU-bound, so c/a is about the ratio of (writer + server) CPU per commit. Then
+the reader reads every record of (c) (records per second), and the stored size of the change
+records (table and index) is divided by their events.
 The last line is one JSON object:
 {"postgresql": {"excluded_ratio": b/a, "eventing_ratio": c/a, "read_records_per_s": …,
  "bytes_per_event": …, …}, "sqlite": {…}}  (ratios at 8 writers)
 
     .venv/bin/python bench/changestream.py [--commits 400] [--rounds 3]
-        [--databases sqlite,postgresql]
+        [--databases sqlite,postgresql] [--unordered]
 """
 
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import multiprocessing as mp
+import os
 import statistics
 import sys
 import tempfile
@@ -27,6 +37,7 @@ import time
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -35,7 +46,9 @@ import sqlalchemy as sa
 from rich.console import Console
 from rich.progress import Progress
 from rich.table import Table
+from sqlalchemy.engine import Connection
 
+from ripple.changestream import writer as stream_writer
 from ripple.changestream.ddl import drop_change_stream
 from ripple.changestream.reader import ChangeStreamReader
 from ripple.metabase import (
@@ -50,15 +63,59 @@ from ripple.metabase.migrate import upgrade
 
 console = Console(stderr=True)
 ADMIN_URL = "postgresql://postgres@127.0.0.1:5432/postgres"
-CASES = ("a", "b", "c")
+CASES = ("a", "b", "c", "d")
 EVENTED = "evented"
 
 
-def _writer(url: str, project: str, bucket: str, prefix: str, n: int, out: Any) -> None:
+@dataclass(frozen=True)
+class Run:
+    """One case's writers in one round: commits per second, and per commit the writers' CPU,
+    the database server's CPU (None unless PostgreSQL on this machine) and WAL bytes."""
+
+    commits_per_s: float
+    writer_cpu_us: float
+    server_cpu_us: float | None
+    wal_bytes: float | None
+
+
+def _record_unordered() -> None:
+    """Case (d), in this writer process: insert each record with a position from a counter of
+    its own (random start, so writers do not collide) instead of its partition's row."""
+    positions = itertools.count(uuid.uuid4().int >> 88 << 20)
+    values = ", ".join(["%s"] * 14)
+    statement = (
+        f"INSERT INTO change_records ({stream_writer._RECORD_COLUMNS}, position) VALUES ({values})"
+    )
+
+    def insert_and_commit(conn: Connection, rows: list[tuple[Any, ...]]) -> None:
+        driver = conn.connection.driver_connection
+        assert isinstance(driver, psycopg.Connection)
+        with driver.pipeline(), driver.cursor() as cursor:
+            for row in rows:
+                cursor.execute(statement, (*row, next(positions)), prepare=True)
+            driver.commit()
+
+    stream_writer._insert_and_commit = insert_and_commit
+
+
+def _writer(
+    url: str,
+    project: str,
+    bucket: str,
+    prefix: str,
+    n: int,
+    unordered: bool,
+    out: Any,
+    go: Any,
+    leave: Any,
+) -> None:
+    if unordered:
+        _record_unordered()
     db = Metabase(url, eventing=lambda _p, b: b == EVENTED)
     loc = BucketLocation(uuid.UUID(project), bucket)
     out.put(("ready", 0.0))
-    start = time.perf_counter()
+    go.wait()  # all start together (and no "done" overtakes another writer's "ready")
+    cpu = time.process_time()
     for i in range(n):
         commit_inline_object(
             db,
@@ -66,19 +123,62 @@ def _writer(url: str, project: str, bucket: str, prefix: str, n: int, out: Any) 
             b"x" * 64,
             etag="d41d8cd98f00b204e9800998ecf8427e",
         )
-    out.put(("done", time.perf_counter() - start))
+    out.put(("done", time.process_time() - cpu))
+    leave.wait()  # the server's CPU is read while this writer's backend still lives
     db.dispose()
 
 
-def run_writers(url: str, bucket: BucketLocation, writers: int, n: int) -> float:
-    """Commits per second of `writers` processes each committing `n` new objects."""
+def server_cpu_s() -> float | None:
+    """CPU seconds the local PostgreSQL server's processes have used; None if none runs
+    here (or /proc is not readable)."""
+    total, found = 0.0, False
+    try:
+        pids = [p for p in os.listdir("/proc") if p.isdigit()]
+    except OSError:
+        return None
+    for pid in pids:
+        try:
+            with open(f"/proc/{pid}/stat") as f:
+                stat = f.read()
+        except OSError:
+            continue  # gone meanwhile
+        if stat[stat.index("(") + 1 : stat.rindex(")")] != "postgres":
+            continue
+        fields = stat[stat.rindex(")") + 2 :].split()
+        total += (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+        found = True
+    return total if found else None
+
+
+def wal_position() -> int:
+    with psycopg.connect(ADMIN_URL, autocommit=True) as conn:
+        row = conn.execute("SELECT pg_current_wal_lsn() - '0/0'::pg_lsn").fetchone()
+    assert row is not None
+    return int(row[0])
+
+
+def run_writers(
+    url: str, bucket: BucketLocation, writers: int, n: int, unordered: bool = False
+) -> Run:
+    """`writers` processes each committing `n` new objects."""
+    postgres = url.startswith("postgresql")
     ctx = mp.get_context("fork")
-    out = ctx.Queue()
+    out, go, leave = ctx.Queue(), ctx.Event(), ctx.Event()
     tag = uuid.uuid4().hex[:8]
     procs = [
         ctx.Process(
             target=_writer,
-            args=(url, str(bucket.project_id), bucket.bucket_name, f"{tag}-{w}", n, out),
+            args=(
+                url,
+                str(bucket.project_id),
+                bucket.bucket_name,
+                f"{tag}-{w}",
+                n,
+                unordered,
+                out,
+                go,
+                leave,
+            ),
         )
         for w in range(writers)
     ]
@@ -86,16 +186,32 @@ def run_writers(url: str, bucket: BucketLocation, writers: int, n: int) -> float
         p.start()
     for _ in procs:
         assert out.get()[0] == "ready"
+    wal = wal_position() if postgres else None
+    server = server_cpu_s() if postgres else None
     start = time.perf_counter()
+    go.set()
+    writer_cpu = 0.0
     for _ in procs:
-        kind, _elapsed = out.get()
+        kind, cpu = out.get()
         assert kind == "done"
+        writer_cpu += cpu
     elapsed = time.perf_counter() - start
+    server_after = server_cpu_s() if server is not None else None
+    wal_after = wal_position() if wal is not None else None
+    leave.set()
     for p in procs:
         p.join()
         if p.exitcode != 0:
             raise RuntimeError(f"a writer failed (exit code {p.exitcode})")
-    return writers * n / elapsed
+    commits = writers * n
+    return Run(
+        commits_per_s=commits / elapsed,
+        writer_cpu_us=writer_cpu / commits * 1e6,
+        server_cpu_us=None
+        if server is None or server_after is None
+        else (server_after - server) / commits * 1e6,
+        wal_bytes=None if wal is None or wal_after is None else (wal_after - wal) / commits,
+    )
 
 
 @contextmanager
@@ -138,6 +254,7 @@ def stored_bytes(url: str) -> tuple[int, int]:
     """(bytes of change records and their index, events they hold)."""
     db = Metabase(url)
     with db.read() as conn:
+        size: int
         if db.dialect == "postgresql":
             size = conn.execute(
                 sa.text("SELECT pg_total_relation_size('change_records')")
@@ -149,7 +266,7 @@ def stored_bytes(url: str) -> tuple[int, int]:
                     "(SELECT name FROM sqlite_schema WHERE tbl_name = 'change_records')"
                 )
             ).scalar_one()
-        mods = conn.execute(sa.text("SELECT mods FROM change_records")).scalars().all()
+        mods: list[str] = list(conn.execute(sa.text("SELECT mods FROM change_records")).scalars())
     db.dispose()
     return int(size), sum(len(json.loads(m)) for m in mods)
 
@@ -164,32 +281,55 @@ def read_all(url: str) -> tuple[int, float]:
     return count, elapsed
 
 
-def bench(kind: str, commits: int, rounds: int, progress: Progress) -> dict[str, Any]:
+def per_commit(runs: list[Run]) -> dict[str, float]:
+    """Medians over the rounds of what one commit cost."""
+    figures = {"writer_cpu_us": round(statistics.median(r.writer_cpu_us for r in runs), 1)}
+    for name in ("server_cpu_us", "wal_bytes"):
+        values = [v for r in runs if (v := getattr(r, name)) is not None]
+        if values:
+            figures[name] = round(statistics.median(values), 1)
+    return figures
+
+
+def bench(
+    kind: str, commits: int, rounds: int, unordered: bool, progress: Progress
+) -> dict[str, Any]:
     figures: dict[str, Any] = {}
+    cases = CASES if unordered and kind == "postgresql" else CASES[:3]
     with databases(kind) as urls:
         where = {
             "a": (urls["a"], prepare(urls["a"], drop_stream=True)[0]),
             "b": (urls["b"], prepare(urls["b"], drop_stream=False)[0]),
             "c": (urls["c"], prepare(urls["c"], drop_stream=False)[1]),
         }
-        task = progress.add_task(f"{kind}: writers", total=2 * rounds * len(CASES))
+        if "d" in cases:
+            where["d"] = (urls["d"], prepare(urls["d"], drop_stream=False)[1])
+        task = progress.add_task(f"{kind}: writers", total=2 * rounds * len(cases))
         for writers in (1, 8):
-            rates: dict[str, list[float]] = {c: [] for c in CASES}
+            runs: dict[str, list[Run]] = {c: [] for c in cases}
             per_writer = max(1, commits // writers) if writers > 1 else commits
             for r in range(rounds):
-                order = CASES if r % 2 == 0 else tuple(reversed(CASES))
+                order = cases if r % 2 == 0 else tuple(reversed(cases))
                 for case in order:
                     url, bucket = where[case]
-                    rates[case].append(run_writers(url, bucket, writers, per_writer))
+                    runs[case].append(
+                        run_writers(url, bucket, writers, per_writer, unordered=case == "d")
+                    )
                     progress.advance(task)
-            medians = {c: statistics.median(v) for c, v in rates.items()}
+            medians = {c: statistics.median(r.commits_per_s for r in v) for c, v in runs.items()}
             figures[f"writers_{writers}"] = {
                 "a_commits_per_s": round(medians["a"], 1),
                 "b_commits_per_s": round(medians["b"], 1),
                 "c_commits_per_s": round(medians["c"], 1),
                 "excluded_ratio": round(medians["b"] / medians["a"], 3),
                 "eventing_ratio": round(medians["c"] / medians["a"], 3),
+                "per_commit": {c: per_commit(v) for c, v in runs.items()},
             }
+            if "d" in medians:
+                figures[f"writers_{writers}"] |= {
+                    "d_commits_per_s": round(medians["d"], 1),
+                    "unordered_ratio": round(medians["d"] / medians["a"], 3),
+                }
         count, elapsed = read_all(urls["c"])
         size, events = stored_bytes(urls["c"])
     top = figures["writers_8"]
@@ -203,16 +343,28 @@ def bench(kind: str, commits: int, rounds: int, progress: Progress) -> dict[str,
     }
 
 
+COSTS = ("writer_cpu_us", "server_cpu_us", "wal_bytes")
+
+
+def _cell(value: float | None) -> str:
+    return "-" if value is None else f"{value:,.0f}"
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--commits", type=int, default=400, help="commits per case and round")
     parser.add_argument("--rounds", type=int, default=3, help="rounds (medians reported)")
     parser.add_argument("--databases", default="sqlite,postgresql")
+    parser.add_argument(
+        "--unordered",
+        action="store_true",
+        help="PostgreSQL: also case (d), records without commit-ordered positions (d/a)",
+    )
     args = parser.parse_args()
     results: dict[str, Any] = {}
     with Progress(console=console, transient=True) as progress:
         for kind in args.databases.split(","):
-            results[kind] = bench(kind, args.commits, args.rounds, progress)
+            results[kind] = bench(kind, args.commits, args.rounds, args.unordered, progress)
     table = Table(title="change stream cost (commits/s, medians)")
     for column in (
         "database",
@@ -222,6 +374,8 @@ def main() -> int:
         "c: eventing",
         "b/a",
         "c/a",
+        "d: unordered",
+        "d/a",
     ):
         table.add_column(column)
     for kind, r in results.items():
@@ -235,8 +389,23 @@ def main() -> int:
                 str(f["c_commits_per_s"]),
                 str(f["excluded_ratio"]),
                 str(f["eventing_ratio"]),
+                str(f.get("d_commits_per_s", "-")),
+                str(f.get("unordered_ratio", "-")),
             )
     console.print(table)
+    costs = Table(title="per commit (medians)")
+    for column in ("database", "writers", "case", "writer CPU µs", "server CPU µs", "WAL bytes"):
+        costs.add_column(column)
+    for kind, r in results.items():
+        for writers in (1, 8):
+            cost = r[f"writers_{writers}"]["per_commit"]
+            for case in cost:
+                costs.add_row(kind, str(writers), case, *(_cell(cost[case].get(n)) for n in COSTS))
+            extra = (
+                _cell(None if n not in cost["a"] else cost["c"][n] - cost["a"][n]) for n in COSTS
+            )
+            costs.add_row(kind, str(writers), "c - a", *extra, end_section=True)
+    console.print(costs)
     for kind, r in results.items():
         console.print(
             f"{kind}: reader {r['read_records_per_s']} records/s over {r['records']} "
