@@ -30,6 +30,7 @@ import itertools
 import json
 import multiprocessing as mp
 import os
+import queue
 import statistics
 import sys
 import tempfile
@@ -157,6 +158,20 @@ def wal_position() -> int:
     return int(row[0])
 
 
+def _receive(out: Any, procs: list[Any]) -> tuple[str, float]:
+    """The next writer's message; fails, instead of waiting forever, once a writer died."""
+    while True:
+        try:
+            message: tuple[str, float] = out.get(timeout=1)
+            return message
+        except queue.Empty:
+            for p in procs:
+                if p.exitcode not in (None, 0):
+                    for q in procs:
+                        q.kill()
+                    raise RuntimeError(f"a writer failed (exit code {p.exitcode})") from None
+
+
 def run_writers(
     url: str, bucket: BucketLocation, writers: int, n: int, unordered: bool = False
 ) -> Run:
@@ -185,14 +200,14 @@ def run_writers(
     for p in procs:
         p.start()
     for _ in procs:
-        assert out.get()[0] == "ready"
+        assert _receive(out, procs)[0] == "ready"
     wal = wal_position() if postgres else None
     server = server_cpu_s() if postgres else None
     start = time.perf_counter()
     go.set()
     writer_cpu = 0.0
     for _ in procs:
-        kind, cpu = out.get()
+        kind, cpu = _receive(out, procs)
         assert kind == "done"
         writer_cpu += cpu
     elapsed = time.perf_counter() - start
