@@ -29,15 +29,14 @@ import argparse
 import itertools
 import json
 import multiprocessing as mp
-import os
 import queue
 import statistics
 import sys
 import tempfile
 import time
 import uuid
-from collections.abc import Iterator
-from contextlib import contextmanager
+from collections.abc import Iterator, Sequence
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -49,6 +48,10 @@ from rich.progress import Progress
 from rich.table import Table
 from sqlalchemy.engine import Connection
 
+from common import (  # bench/common.py (bench/ is on sys.path)
+    fresh_postgres_database,
+    postgres_cpu_s,
+)
 from ripple.changestream import writer as stream_writer
 from ripple.changestream.ddl import drop_change_stream
 from ripple.changestream.reader import ChangeStreamReader
@@ -81,20 +84,19 @@ class Run:
 
 def _record_unordered() -> None:
     """Case (d), in this writer process: insert each record with a position from a counter of
-    its own (random start, so writers do not collide) instead of its partition's row."""
+    its own (random start, so writers do not collide) instead of its partition's row,
+    through the writer's own pipeline and COMMIT."""
     positions = itertools.count(uuid.uuid4().int >> 88 << 20)
     values = ", ".join(["%s"] * 14)
-    statement = (
+    unordered_insert = (
         f"INSERT INTO change_records ({stream_writer._RECORD_COLUMNS}, position) VALUES ({values})"
     )
+    ordered = stream_writer._insert_and_commit
 
-    def insert_and_commit(conn: Connection, rows: list[tuple[Any, ...]]) -> None:
-        driver = conn.connection.driver_connection
-        assert isinstance(driver, psycopg.Connection)
-        with driver.pipeline(), driver.cursor() as cursor:
-            for row in rows:
-                cursor.execute(statement, (*row, next(positions)), prepare=True)
-            driver.commit()
+    def insert_and_commit(
+        conn: Connection, rows: list[tuple[Any, ...]], statement: str = unordered_insert
+    ) -> None:
+        ordered(conn, [(*row, next(positions)) for row in rows], statement)
 
     stream_writer._insert_and_commit = insert_and_commit
 
@@ -127,28 +129,6 @@ def _writer(
     out.put(("done", time.process_time() - cpu))
     leave.wait()  # the server's CPU is read while this writer's backend still lives
     db.dispose()
-
-
-def server_cpu_s() -> float | None:
-    """CPU seconds the local PostgreSQL server's processes have used; None if none runs
-    here (or /proc is not readable)."""
-    total, found = 0.0, False
-    try:
-        pids = [p for p in os.listdir("/proc") if p.isdigit()]
-    except OSError:
-        return None
-    for pid in pids:
-        try:
-            with open(f"/proc/{pid}/stat") as f:
-                stat = f.read()
-        except OSError:
-            continue  # gone meanwhile
-        if stat[stat.index("(") + 1 : stat.rindex(")")] != "postgres":
-            continue
-        fields = stat[stat.rindex(")") + 2 :].split()
-        total += (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-        found = True
-    return total if found else None
 
 
 def wal_position() -> int:
@@ -202,7 +182,7 @@ def run_writers(
     for _ in procs:
         assert _receive(out, procs)[0] == "ready"
     wal = wal_position() if postgres else None
-    server = server_cpu_s() if postgres else None
+    server = postgres_cpu_s() if postgres else None
     start = time.perf_counter()
     go.set()
     writer_cpu = 0.0
@@ -211,7 +191,7 @@ def run_writers(
         assert kind == "done"
         writer_cpu += cpu
     elapsed = time.perf_counter() - start
-    server_after = server_cpu_s() if server is not None else None
+    server_after = postgres_cpu_s() if server is not None else None
     wal_after = wal_position() if wal is not None else None
     leave.set()
     for p in procs:
@@ -230,23 +210,19 @@ def run_writers(
 
 
 @contextmanager
-def databases(kind: str) -> Iterator[dict[str, str]]:
+def databases(kind: str, cases: Sequence[str]) -> Iterator[dict[str, str]]:
     """A fresh database per case, so each grows only by its own writes."""
     if kind == "sqlite":
         with tempfile.TemporaryDirectory() as tmp:
-            yield {case: f"sqlite:///{Path(tmp) / case}.db" for case in CASES}
+            yield {case: f"sqlite:///{Path(tmp) / case}.db" for case in cases}
         return
-    names = {case: f"ripple_bench_{case}_{uuid.uuid4().hex[:8]}" for case in CASES}
-    with psycopg.connect(ADMIN_URL, autocommit=True) as conn:
-        for db_name in names.values():
-            conn.execute(f'CREATE DATABASE "{db_name}"')
-    try:
-        base = sa.make_url(ADMIN_URL)
-        yield {k: base.set(database=v).render_as_string(False) for k, v in names.items()}
-    finally:
-        with psycopg.connect(ADMIN_URL, autocommit=True) as conn:
-            for db_name in names.values():
-                conn.execute(f'DROP DATABASE IF EXISTS "{db_name}" WITH (FORCE)')
+    with ExitStack() as stack:
+        yield {
+            case: stack.enter_context(
+                fresh_postgres_database(ADMIN_URL, f"ripple_bench_{case}_{uuid.uuid4().hex[:8]}")
+            )
+            for case in cases
+        }
 
 
 def prepare(url: str, drop_stream: bool) -> tuple[BucketLocation, BucketLocation]:
@@ -311,7 +287,7 @@ def bench(
 ) -> dict[str, Any]:
     figures: dict[str, Any] = {}
     cases = CASES if unordered and kind == "postgresql" else CASES[:3]
-    with databases(kind) as urls:
+    with databases(kind, cases) as urls:
         where = {
             "a": (urls["a"], prepare(urls["a"], drop_stream=True)[0]),
             "b": (urls["b"], prepare(urls["b"], drop_stream=False)[0]),

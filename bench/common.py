@@ -1,10 +1,13 @@
-"""What the benchmarks share: a progress bar for long phases, and a fresh PostgreSQL
-database per run (dropped afterwards), so runs never see each other's data.
+"""What the benchmarks share: a progress bar for long phases, a fresh PostgreSQL
+database per run (dropped afterwards), so runs never see each other's data, and the CPU
+the local PostgreSQL server has used.
 
 Imported as `from common import …`: running `python bench/NAME.py` puts bench/ on sys.path."""
 
 from __future__ import annotations
 
+import contextlib
+import os
 from collections.abc import Iterator
 from contextlib import contextmanager
 
@@ -36,3 +39,35 @@ def fresh_postgres_database(admin_url: str, name: str) -> Iterator[str]:
     finally:
         with psycopg.connect(admin_url, autocommit=True) as conn:
             conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+CLOCK_TICK = os.sysconf("SC_CLK_TCK")
+
+
+def postgres_cpu_s() -> float:
+    """CPU seconds of the local PostgreSQL server: every live `postgres` process, plus what
+    the postmaster collected from its children that ended (backends closed by the
+    connection pool). The whole server: run on an otherwise idle machine."""
+    total = 0.0
+    for entry in os.scandir("/proc"):
+        if not entry.name.isdigit():
+            continue
+        with contextlib.suppress(OSError):
+            with open(f"/proc/{entry.name}/stat", "rb") as f:
+                head, tail = f.read().rsplit(b")", 1)
+            if not head.endswith(b"(postgres"):
+                continue
+            fields = tail.split()
+            total += (int(fields[11]) + int(fields[12])) / CLOCK_TICK
+            if _is_postmaster(int(fields[1])):
+                total += (int(fields[13]) + int(fields[14])) / CLOCK_TICK
+    return total
+
+
+def _is_postmaster(parent: int) -> bool:
+    """A `postgres` process whose parent is not one is the postmaster."""
+    try:
+        with open(f"/proc/{parent}/comm", "rb") as f:
+            return f.read().strip() != b"postgres"
+    except OSError:
+        return True

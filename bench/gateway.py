@@ -72,7 +72,12 @@ from rich.console import Console
 from rich.progress import Progress
 from rich.table import Table
 
-from common import fresh_postgres_database, progress_bar  # bench/common.py (bench/ is on sys.path)
+from common import (  # bench/common.py (bench/ is on sys.path)
+    CLOCK_TICK,
+    fresh_postgres_database,
+    postgres_cpu_s,
+    progress_bar,
+)
 from ripple.config import ENVIRONMENT_VARIABLES
 
 console = Console(stderr=True)
@@ -87,7 +92,6 @@ EVENTING = "bench-eventing"  # the bucket with eventing
 TOPIC = "projects/ripple-bench/topics/gateway"
 DELETE_RATE = 1_000_000  # RIPPLE_S3_DELETE_RATE and RIPPLE_S3_DELETE_BURST of the server
 BULK = 1000  # keys per DeleteObjects request
-CLOCK_TICK = os.sysconf("SC_CLK_TCK")
 
 
 def _bar() -> Progress:
@@ -257,35 +261,6 @@ def process_cpu_s(pid: int) -> float:
     with open(f"/proc/{pid}/stat", "rb") as f:
         fields = f.read().rsplit(b")", 1)[1].split()
     return (int(fields[11]) + int(fields[12])) / CLOCK_TICK
-
-
-def postgres_cpu_s() -> float:
-    """CPU seconds of the local PostgreSQL server: every live `postgres` process, plus what
-    the postmaster collected from its children that ended (backends closed by the
-    connection pool). The whole server: run on an otherwise idle machine."""
-    total = 0.0
-    for entry in os.scandir("/proc"):
-        if not entry.name.isdigit():
-            continue
-        with contextlib.suppress(OSError):
-            with open(f"/proc/{entry.name}/stat", "rb") as f:
-                head, tail = f.read().rsplit(b")", 1)
-            if not head.endswith(b"(postgres"):
-                continue
-            fields = tail.split()
-            total += (int(fields[11]) + int(fields[12])) / CLOCK_TICK
-            if _is_postmaster(int(fields[1])):
-                total += (int(fields[13]) + int(fields[14])) / CLOCK_TICK
-    return total
-
-
-def _is_postmaster(parent: int) -> bool:
-    """A `postgres` process whose parent is not one is the postmaster."""
-    try:
-        with open(f"/proc/{parent}/comm", "rb") as f:
-            return f.read().strip() != b"postgres"
-    except OSError:
-        return True
 
 
 # --- the clients ------------------------------------------------------------------------

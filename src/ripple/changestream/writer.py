@@ -284,15 +284,18 @@ def _mod_json(
     return {"keys": entry_keys, "new_values": new, "old_values": old}
 
 
-def _insert_and_commit(conn: Connection, rows: list[tuple[Any, ...]]) -> None:
+def _insert_and_commit(
+    conn: Connection, rows: list[tuple[Any, ...]], statement: str = _INSERT_POSTGRES
+) -> None:
     """PostgreSQL: send the records' INSERT and the COMMIT in one pipeline, saving the round
-    trip that is most of what recording costs an eventing commit."""
+    trip that is most of what recording costs an eventing commit. (`statement`: another
+    INSERT of the rows, for bench/changestream.py's case without the partition row.)"""
     driver = conn.connection.driver_connection
     assert isinstance(driver, psycopg.Connection)
     try:
         with driver.pipeline(), driver.cursor() as cursor:
             for row in rows:  # prepared: planning the statement cost more than running it
-                cursor.execute(_INSERT_POSTGRES, row, prepare=True)
+                cursor.execute(statement, row, prepare=True)
             driver.commit()
     except psycopg.Error as e:  # as SQLAlchemy would raise it, so writers retry conflicts
-        raise sa.exc.DBAPIError.instance(_INSERT_POSTGRES, None, e, psycopg.Error) from e
+        raise sa.exc.DBAPIError.instance(statement, None, e, psycopg.Error) from e
