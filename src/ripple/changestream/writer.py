@@ -16,10 +16,11 @@ committed: positions are dense and follow commit order, so a reader never has to
 whether a gap will still be filled, and commit timestamps strictly increase within a
 partition. On PostgreSQL one statement per record moves the partition row on and inserts the
 record with its position (rows sorted by stream and partition, so two transactions lock
-partitions in the same order), sent in one pipeline with the COMMIT, so no round trip to the
-client happens while the lock is held. On SQLite, whose writers queue on `BEGIN IMMEDIATE`
-anyway, the INSERT reads the partition row and a row trigger moves it on
-(`ripple.changestream.ddl`). Each record is written once, with its position.
+partitions in the same order), sent in one libpq pipeline with the COMMIT
+(`ripple.changestream.commit_pipeline`), so no round trip to the client happens while the
+lock is held. On SQLite, whose writers queue on `BEGIN IMMEDIATE` anyway, the INSERT reads
+the partition row and a row trigger moves it on (`ripple.changestream.ddl`). Each record is
+written once, with its position.
 """
 
 from __future__ import annotations
@@ -35,6 +36,7 @@ import psycopg
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
+from ripple.changestream import commit_pipeline
 from ripple.changestream.capture import Capture, Mod
 from ripple.changestream.definition import ModType, StreamDefinition, StreamOptions
 from ripple.changestream.schema import change_streams
@@ -288,11 +290,16 @@ def _insert_and_commit(
     conn: Connection, rows: list[tuple[Any, ...]], statement: str = _INSERT_POSTGRES
 ) -> None:
     """PostgreSQL: send the records' INSERT and the COMMIT in one pipeline, saving the round
-    trip that is most of what recording costs an eventing commit. (`statement`: another
-    INSERT of the rows, for bench/changestream.py's case without the partition row.)"""
+    trip that is most of what recording costs an eventing commit: straight through libpq
+    (`commit_pipeline`), or through psycopg's pipeline where that is not available.
+    (`statement`: another INSERT of the rows, for bench/changestream.py's case without the
+    partition row.)"""
     driver = conn.connection.driver_connection
     assert isinstance(driver, psycopg.Connection)
     try:
+        if commit_pipeline.available(driver):
+            commit_pipeline.insert_and_commit(driver, statement, rows)
+            return
         with driver.pipeline(), driver.cursor() as cursor:
             for row in rows:  # prepared: planning the statement cost more than running it
                 cursor.execute(statement, row, prepare=True)

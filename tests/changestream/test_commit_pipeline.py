@@ -1,0 +1,204 @@
+"""The records' INSERT and the COMMIT in one libpq pipeline (PostgreSQL): rows committed,
+errors raised as psycopg's with their SQLSTATE, and the prepared statement surviving
+psycopg's DEALLOCATE ALL (which it sends when it rolls a transaction back)."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterator
+from typing import Any
+
+import psycopg
+import pytest
+import sqlalchemy as sa
+
+from ripple.changestream import commit_pipeline
+from ripple.changestream.schema import change_records
+from ripple.metabase import (
+    BucketLocation,
+    Metabase,
+    ObjectLocation,
+    commit_inline_object,
+    create_bucket,
+    create_project,
+)
+
+pytestmark = pytest.mark.postgresql
+
+
+@pytest.fixture
+def conn(postgres_url: str) -> Iterator[psycopg.Connection[Any]]:
+    with psycopg.connect(postgres_url.replace("+psycopg", "")) as conn:
+        yield conn
+
+
+@pytest.fixture
+def table(conn: psycopg.Connection[Any], postgres_url: str) -> Iterator[str]:
+    name = f"pipeline_probe_{uuid.uuid4().hex[:8]}"
+    with psycopg.connect(postgres_url.replace("+psycopg", ""), autocommit=True) as admin:
+        admin.execute(
+            f"CREATE TABLE {name} (id integer PRIMARY KEY, note text, flag boolean, n bigint)"
+        )
+        yield name
+        if not conn.closed:
+            conn.rollback()  # its locks would hold the DROP up
+        admin.execute(f"DROP TABLE {name}")
+
+
+def insert(table: str) -> str:
+    return f"INSERT INTO {table} (id, note, flag, n) VALUES (%s::integer, %s, %s::boolean, %s)"
+
+
+def rows_of(conn: psycopg.Connection[Any], table: str) -> list[tuple[Any, ...]]:
+    return conn.execute(f"SELECT id, note, flag, n FROM {table} ORDER BY id").fetchall()
+
+
+def ours(conn: psycopg.Connection[Any]) -> list[str]:
+    """This connection's prepared statements of commit_pipeline."""
+    names = conn.execute(
+        "SELECT name FROM pg_prepared_statements WHERE name LIKE 'ripple_record_%'"
+    ).fetchall()
+    conn.rollback()
+    return [n for (n,) in names]
+
+
+def test_this_psycopg_takes_the_libpq_path(conn: psycopg.Connection[Any]) -> None:
+    assert commit_pipeline.available(conn)
+
+
+def test_rows_and_commit_in_one_pipeline(conn: psycopg.Connection[Any], table: str) -> None:
+    rows = [(1, "a 'quoted' note", True, 2**40), (2, "ünï", False, None), (3, "", True, -1)]
+    conn.execute("SELECT 1")  # the caller's transaction is open
+    commit_pipeline.insert_and_commit(conn, insert(table), rows)
+    assert conn.info.transaction_status == psycopg.pq.TransactionStatus.IDLE  # committed
+    with psycopg.connect(conn.info.dsn) as other:  # visible to another session
+        assert rows_of(other, table) == rows
+    commit_pipeline.insert_and_commit(conn, insert(table), [(4, "b", False, 0)])
+    assert len(rows_of(conn, table)) == 4
+    assert len(ours(conn)) == 1  # prepared once
+
+
+def test_a_failed_insert_raises_its_sqlstate_and_commits_nothing(
+    conn: psycopg.Connection[Any], table: str
+) -> None:
+    commit_pipeline.insert_and_commit(conn, insert(table), [(1, "first", True, 1)])
+    conn.execute(f"INSERT INTO {table} (id) VALUES (10)")
+    with pytest.raises(psycopg.errors.UniqueViolation):
+        commit_pipeline.insert_and_commit(
+            conn, insert(table), [(2, "x", True, 1), (1, "y", True, 1)]
+        )
+    assert conn.info.transaction_status == psycopg.pq.TransactionStatus.INERROR
+    conn.rollback()
+    assert [r[0] for r in rows_of(conn, table)] == [1]  # neither 2 nor 10 was committed
+    commit_pipeline.insert_and_commit(conn, insert(table), [(2, "again", False, 2)])
+    assert [r[0] for r in rows_of(conn, table)] == [1, 2]
+
+
+def test_a_failed_prepare_is_not_remembered(conn: psycopg.Connection[Any]) -> None:
+    missing = f"INSERT INTO no_such_table_{uuid.uuid4().hex[:8]} (id) VALUES (%s::integer)"
+    for _ in range(2):  # prepared again each time: the first one failed
+        with pytest.raises(psycopg.errors.UndefinedTable):
+            commit_pipeline.insert_and_commit(conn, missing, [(1,)])
+        conn.rollback()
+    assert ours(conn) == []
+
+
+def test_the_statement_survives_psycopgs_deallocate_all(
+    conn: psycopg.Connection[Any], table: str
+) -> None:
+    commit_pipeline.insert_and_commit(conn, insert(table), [(1, "before", True, 1)])
+    for _ in range(6):  # psycopg prepares a statement of its own after 5 executions
+        conn.execute("SELECT %s::integer", (1,))
+    conn.rollback()  # ... so this rollback makes it send DEALLOCATE ALL
+    assert ours(conn) == []
+    commit_pipeline.insert_and_commit(conn, insert(table), [(2, "after", True, 2)])
+    assert [r[0] for r in rows_of(conn, table)] == [1, 2]
+    assert len(ours(conn)) == 1
+
+
+def test_a_deallocate_behind_psycopgs_back_fails_one_commit_only(
+    conn: psycopg.Connection[Any], table: str
+) -> None:
+    commit_pipeline.insert_and_commit(conn, insert(table), [(1, "before", True, 1)])
+    conn.pgconn.exec_(b"DEALLOCATE ALL")  # psycopg does not see this one
+    with pytest.raises(psycopg.errors.InvalidSqlStatementName):
+        commit_pipeline.insert_and_commit(conn, insert(table), [(2, "lost", True, 2)])
+    conn.rollback()
+    commit_pipeline.insert_and_commit(conn, insert(table), [(3, "after", True, 3)])
+    assert [r[0] for r in rows_of(conn, table)] == [1, 3]
+
+
+def test_a_value_it_cannot_send_closes_the_connection_uncommitted(
+    conn: psycopg.Connection[Any], table: str, postgres_url: str
+) -> None:
+    conn.execute(f"INSERT INTO {table} (id) VALUES (10)")
+    with pytest.raises(TypeError, match="float"):
+        commit_pipeline.insert_and_commit(conn, insert(table), [(1, "x", True, 1.5)])
+    assert conn.closed
+    with psycopg.connect(postgres_url.replace("+psycopg", "")) as other:
+        assert rows_of(other, table) == []
+
+
+def roll_back_a_write(db: Metabase) -> None:
+    with db.write() as conn:
+        conn.execute(sa.select(sa.literal(1)))  # the transaction begins
+        raise RuntimeError("rolled back")
+
+
+def test_eventing_commits_after_a_rolled_back_write_on_the_same_connection(
+    postgres_db: Metabase, postgres_url: str
+) -> None:
+    """Through the metabase: its rollbacks make psycopg deallocate the connection's
+    statements, and the next eventing commit still writes its record."""
+    db = Metabase(postgres_url, eventing=lambda _p, _b: True)  # a pool of its own
+    try:
+        project = create_project(db, "pipeline")
+        bucket = create_bucket(db, BucketLocation(project.id, f"b-{uuid.uuid4().hex[:8]}"))
+        put = lambda key: commit_inline_object(  # noqa: E731
+            db, ObjectLocation(project.id, bucket.name, key), b"x", etag="e" * 32
+        )
+        for i in range(6):
+            put(f"before-{i}")
+        with pytest.raises(RuntimeError):
+            roll_back_a_write(db)
+        with db.read() as conn:
+            prepared = conn.exec_driver_sql(
+                "SELECT count(*) FROM pg_prepared_statements WHERE name LIKE 'ripple_record_%%'"
+            ).scalar_one()
+        assert db.engine.pool.checkedin() == 1  # one connection did all of it
+        assert prepared == 0  # the rollback deallocated the record statement
+        put("after")
+        with db.read() as conn:
+            mods = (
+                conn.execute(
+                    sa.select(change_records.c.mods).where(
+                        change_records.c.stream_name == "bucket_eventing"
+                    )
+                )
+                .scalars()
+                .all()
+            )
+        assert sum('"after"' in m for m in mods) == 1
+        assert len(mods) == 7
+    finally:
+        db.dispose()
+
+
+def test_without_the_libpq_path_psycopgs_pipeline_records(
+    postgres_db: Metabase, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Where psycopg's internals differ (`available` false), the records still go out, and
+    through psycopg's own pipeline: its prepared statement, not ours."""
+    monkeypatch.setattr(commit_pipeline, "available", lambda _driver: False)
+    monkeypatch.setattr(commit_pipeline, "insert_and_commit", None)  # not to be called
+    postgres_db.eventing = lambda _p, _b: True
+    project = create_project(postgres_db, "fallback")
+    bucket = create_bucket(postgres_db, BucketLocation(project.id, "fallback"))
+    commit_inline_object(
+        postgres_db, ObjectLocation(project.id, bucket.name, "k"), b"x", etag="e" * 32
+    )
+    with postgres_db.read() as conn:
+        records = conn.execute(
+            sa.select(sa.func.count()).where(change_records.c.stream_name == "bucket_eventing")
+        ).scalar_one()
+    assert records == 1
