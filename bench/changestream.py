@@ -10,11 +10,13 @@ Commits per second of PUTs (`commit_inline_object`, a new key each) for
       ordering, so c/d is what taking positions in commit order costs,
 on SQLite and PostgreSQL, with 1 and 8 writer processes; rounds alternate the cases and
 the medians are reported. Per case it also reports where the time went, per commit: CPU of
-the writer processes and, on PostgreSQL, of the server's processes (read from /proc: the
-server must run on this machine) and bytes of WAL. With 8 writers on a 2-core machine the
-commits are CPU-bound, so c/a is about the ratio of (writer + server) CPU per commit. Then
-the reader reads every record of (c) (records per second), and the stored size of the change
-records (table and index) is divided by their events.
+the writer processes, and of it the commit's last step (the records built and inserted, and
+the COMMIT; for (a) and (b) the COMMIT alone), which is the writer's cost of recording
+measured on its own, steadier than the whole; on PostgreSQL, the server's processes' CPU
+(read from /proc: the server must run on this machine) and bytes of WAL. With 8 writers on a
+2-core machine the commits are CPU-bound, so c/a is about the ratio of (writer + server) CPU
+per commit. Then the reader reads every record of (c) (records per second), and the stored
+size of the change records (table and index) is divided by their events.
 The last line is one JSON object:
 {"postgresql": {"excluded_ratio": b/a, "eventing_ratio": c/a, "read_records_per_s": …,
  "bytes_per_event": …, …}, "sqlite": {…}}  (ratios at 8 writers)
@@ -78,6 +80,7 @@ class Run:
 
     commits_per_s: float
     writer_cpu_us: float
+    commit_cpu_us: float
     server_cpu_us: float | None
     wal_bytes: float | None
 
@@ -101,6 +104,30 @@ def _record_unordered() -> None:
     stream_writer._insert_and_commit = insert_and_commit
 
 
+def _time_commit_step(db: Metabase) -> list[float]:
+    """Add up the CPU this writer spends in each commit's last step, the one that records
+    the changes: the records built and inserted, and the COMMIT (on PostgreSQL sent with the
+    INSERT; the driver's commit after it then finds nothing to do). For (a) and (b), the
+    COMMIT alone. The running total, in seconds, is the list's one item."""
+    total = [0.0]
+
+    def timed(fn: Any) -> Any:
+        def step(*args: Any, **kwargs: Any) -> Any:
+            start = time.process_time()
+            try:
+                return fn(*args, **kwargs)
+            finally:
+                total[0] += time.process_time() - start
+
+        return step
+
+    changestreams: Any = db.changestreams
+    changestreams.flush = timed(changestreams.flush)
+    dialect: Any = db.engine.dialect
+    dialect.do_commit = timed(dialect.do_commit)
+    return total
+
+
 def _writer(
     url: str,
     project: str,
@@ -115,8 +142,9 @@ def _writer(
     if unordered:
         _record_unordered()
     db = Metabase(url, eventing=lambda _p, b: b == EVENTED)
+    commit_step = _time_commit_step(db)
     loc = BucketLocation(uuid.UUID(project), bucket)
-    out.put(("ready", 0.0))
+    out.put(("ready", 0.0, 0.0))
     go.wait()  # all start together (and no "done" overtakes another writer's "ready")
     cpu = time.process_time()
     for i in range(n):
@@ -126,7 +154,7 @@ def _writer(
             b"x" * 64,
             etag="d41d8cd98f00b204e9800998ecf8427e",
         )
-    out.put(("done", time.process_time() - cpu))
+    out.put(("done", time.process_time() - cpu, commit_step[0]))
     leave.wait()  # the server's CPU is read while this writer's backend still lives
     db.dispose()
 
@@ -138,11 +166,11 @@ def wal_position() -> int:
     return int(row[0])
 
 
-def _receive(out: Any, procs: list[Any]) -> tuple[str, float]:
+def _receive(out: Any, procs: list[Any]) -> tuple[str, float, float]:
     """The next writer's message; fails, instead of waiting forever, once a writer died."""
     while True:
         try:
-            message: tuple[str, float] = out.get(timeout=1)
+            message: tuple[str, float, float] = out.get(timeout=1)
             return message
         except queue.Empty:
             for p in procs:
@@ -185,11 +213,12 @@ def run_writers(
     server = postgres_cpu_s() if postgres else None
     start = time.perf_counter()
     go.set()
-    writer_cpu = 0.0
+    writer_cpu = commit_cpu = 0.0
     for _ in procs:
-        kind, cpu = _receive(out, procs)
+        kind, cpu, commit_step = _receive(out, procs)
         assert kind == "done"
         writer_cpu += cpu
+        commit_cpu += commit_step
     elapsed = time.perf_counter() - start
     server_after = postgres_cpu_s() if server is not None else None
     wal_after = wal_position() if wal is not None else None
@@ -202,6 +231,7 @@ def run_writers(
     return Run(
         commits_per_s=commits / elapsed,
         writer_cpu_us=writer_cpu / commits * 1e6,
+        commit_cpu_us=commit_cpu / commits * 1e6,
         server_cpu_us=None
         if server is None or server_after is None
         else (server_after - server) / commits * 1e6,
@@ -274,7 +304,10 @@ def read_all(url: str) -> tuple[int, float]:
 
 def per_commit(runs: list[Run]) -> dict[str, float]:
     """Medians over the rounds of what one commit cost."""
-    figures = {"writer_cpu_us": round(statistics.median(r.writer_cpu_us for r in runs), 1)}
+    figures = {
+        name: round(statistics.median(getattr(r, name) for r in runs), 1)
+        for name in ("writer_cpu_us", "commit_cpu_us")
+    }
     for name in ("server_cpu_us", "wal_bytes"):
         values = [v for r in runs if (v := getattr(r, name)) is not None]
         if values:
@@ -334,7 +367,7 @@ def bench(
     }
 
 
-COSTS = ("writer_cpu_us", "server_cpu_us", "wal_bytes")
+COSTS = ("writer_cpu_us", "commit_cpu_us", "server_cpu_us", "wal_bytes")
 
 
 def _cell(value: float | None) -> str:
@@ -385,7 +418,15 @@ def main() -> int:
             )
     console.print(table)
     costs = Table(title="per commit (medians)")
-    for column in ("database", "writers", "case", "writer CPU µs", "server CPU µs", "WAL bytes"):
+    for column in (
+        "database",
+        "writers",
+        "case",
+        "writer CPU µs",
+        "of it, last step",
+        "server CPU µs",
+        "WAL bytes",
+    ):
         costs.add_column(column)
     for kind, r in results.items():
         for writers in (1, 8):
