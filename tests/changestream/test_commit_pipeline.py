@@ -94,13 +94,31 @@ def test_a_failed_insert_raises_its_sqlstate_and_commits_nothing(
     assert [r[0] for r in rows_of(conn, table)] == [1, 2]
 
 
+def remembered(conn: psycopg.Connection[Any], statement: str) -> bool:
+    """Whether psycopg's table of prepared statements holds `statement` (commit_pipeline
+    enters it there)."""
+    names = conn._prepared._names
+    return any(query == commit_pipeline._numbered(statement) for query, _ in names)
+
+
 def test_a_failed_prepare_is_not_remembered(conn: psycopg.Connection[Any]) -> None:
     missing = f"INSERT INTO no_such_table_{uuid.uuid4().hex[:8]} (id) VALUES (%s::integer)"
-    for _ in range(2):  # prepared again each time: the first one failed
-        with pytest.raises(psycopg.errors.UndefinedTable):
-            commit_pipeline.insert_and_commit(conn, missing, [(1,)])
-        conn.rollback()
+    with pytest.raises(psycopg.errors.UndefinedTable):
+        commit_pipeline.insert_and_commit(conn, missing, [(1,)])
+    assert not remembered(conn, missing)
+    conn.rollback()
     assert ours(conn) == []
+
+
+def test_an_insert_failing_where_it_was_prepared_keeps_the_statement(
+    conn: psycopg.Connection[Any], table: str
+) -> None:
+    conn.execute(f"INSERT INTO {table} (id) VALUES (1)")
+    with pytest.raises(psycopg.errors.UniqueViolation):
+        commit_pipeline.insert_and_commit(conn, insert(table), [(1, "twice", True, 1)])
+    assert remembered(conn, insert(table))  # prepared, though its first run failed
+    conn.pgconn.exec_(b"ROLLBACK")  # behind psycopg's back, which would deallocate it
+    assert len(ours(conn)) == 1  # ... and prepared on the server
 
 
 def test_the_statement_survives_psycopgs_deallocate_all(
@@ -128,15 +146,30 @@ def test_a_deallocate_behind_psycopgs_back_fails_one_commit_only(
     assert [r[0] for r in rows_of(conn, table)] == [1, 3]
 
 
-def test_a_value_it_cannot_send_closes_the_connection_uncommitted(
-    conn: psycopg.Connection[Any], table: str, postgres_url: str
+@pytest.mark.parametrize(
+    ("value", "error"), [(1.5, TypeError), ("a\x00b", ValueError)], ids=["float", "nul"]
+)
+def test_a_value_it_cannot_send_sends_nothing(
+    conn: psycopg.Connection[Any], table: str, value: Any, error: type[Exception]
 ) -> None:
     conn.execute(f"INSERT INTO {table} (id) VALUES (10)")
-    with pytest.raises(TypeError, match="float"):
-        commit_pipeline.insert_and_commit(conn, insert(table), [(1, "x", True, 1.5)])
-    assert conn.closed
-    with psycopg.connect(postgres_url.replace("+psycopg", "")) as other:
-        assert rows_of(other, table) == []
+    with pytest.raises(error):
+        commit_pipeline.insert_and_commit(
+            conn, insert(table), [(1, "x", True, 1), (2, value, True, 1)]
+        )
+    assert conn.info.transaction_status == psycopg.pq.TransactionStatus.INTRANS  # not committed
+    conn.rollback()
+    assert rows_of(conn, table) == []
+
+
+def test_not_available_without_prepared_statements_or_in_autocommit(
+    postgres_url: str,
+) -> None:
+    dsn = postgres_url.replace("+psycopg", "")
+    with psycopg.connect(dsn, prepare_threshold=None) as conn:
+        assert not commit_pipeline.available(conn)
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        assert not commit_pipeline.available(conn)
 
 
 def roll_back_a_write(db: Metabase) -> None:

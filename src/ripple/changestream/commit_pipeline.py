@@ -37,9 +37,16 @@ def _statements(driver: psycopg.Connection[Any]) -> Any:
 
 
 def available(driver: psycopg.Connection[Any]) -> bool:
-    """Whether this psycopg keeps its prepared statements (and its connection's lock) where
-    `insert_and_commit` expects."""
-    return isinstance(_statements(driver), OrderedDict) and hasattr(driver, "lock")
+    """Whether `insert_and_commit` can be used on this connection: psycopg keeps its prepared
+    statements (and the connection's lock) where it expects, prepared statements are allowed
+    (`prepare_threshold` None turns them off, as for a pooler in transaction mode), and the
+    connection is in a transaction, not in autocommit."""
+    return (
+        isinstance(_statements(driver), OrderedDict)
+        and hasattr(driver, "lock")
+        and driver.prepare_threshold is not None
+        and not driver.autocommit
+    )
 
 
 def _numbered(statement: str) -> bytes:
@@ -60,6 +67,8 @@ def _text(value: Any, encoding: str) -> bytes | None:
     if value is False:
         return b"f"
     if isinstance(value, str):
+        if "\x00" in value:  # libpq would cut the value short there
+            raise ValueError("a change record value holds a NUL character")
         return value.encode(encoding)
     if isinstance(value, int):
         return str(value).encode()
@@ -83,23 +92,27 @@ def insert_and_commit(
     numbered = _numbered(statement)
     key = (numbered, ())  # psycopg's key: the query and its parameters' type oids
     statements = _statements(driver)
+    parameters = [[_text(v, encoding) for v in row] for row in rows]
     with driver.lock:
         name = statements.get(key)
         preparing = name is None
-        pgconn.enter_pipeline_mode()
+        if preparing:
+            name = f"ripple_record_{next(_NAMES)}".encode()
+        else:
+            statements.move_to_end(key)  # recently used: the last psycopg would evict
         try:
+            pgconn.enter_pipeline_mode()
             if preparing:
-                name = f"ripple_record_{next(_NAMES)}".encode()
                 pgconn.send_prepare(name, numbered)
-            for row in rows:
-                pgconn.send_query_prepared(name, [_text(v, encoding) for v in row])
+            for values in parameters:
+                pgconn.send_query_prepared(name, values)
             pgconn.send_query_params(b"COMMIT", None)
             pgconn.pipeline_sync()
             error, failed_at = _exchange(pgconn, encoding)
+            pgconn.exit_pipeline_mode()
         except BaseException:
             driver.close()  # the pipeline is in an unknown state: the pool replaces it
             raise
-        pgconn.exit_pipeline_mode()
         if isinstance(error, errors.InvalidSqlStatementName):
             statements.pop(key, None)  # deallocated behind psycopg's back: prepare anew
         elif preparing and failed_at != 0:  # a failed INSERT does not undo the prepare
@@ -116,15 +129,22 @@ def _exchange(pgconn: pq.abc.PGconn, encoding: str) -> tuple[psycopg.Error | Non
         _wait(fd, writing=True)
         pgconn.consume_input()
     error: psycopg.Error | None = None
-    failed_at, command = -1, 0
+    failed_at, command, ended = -1, 0, False
     while True:
         while pgconn.is_busy():
             _wait(fd, writing=False)
             pgconn.consume_input()
         result = pgconn.get_result()
-        if result is None:  # the end of one command's results
-            command += 1
+        if result is None:
+            if ended:  # a second one in a row: nothing more yet (as psycopg reads it)
+                if pgconn.status == pq.ConnStatus.BAD:
+                    raise errors.OperationalError("the connection to the server was lost")
+                _wait(fd, writing=False)
+                pgconn.consume_input()
+                continue
+            command, ended = command + 1, True  # the end of one command's results
             continue
+        ended = False
         if result.status == pq.ExecStatus.PIPELINE_SYNC:
             return error, failed_at
         if result.status == pq.ExecStatus.FATAL_ERROR and error is None:
