@@ -19,6 +19,7 @@ expected (`available()` is false), the caller uses psycopg's public pipeline ins
 
 from __future__ import annotations
 
+import functools
 import itertools
 import select
 from collections import OrderedDict
@@ -49,6 +50,7 @@ def available(driver: psycopg.Connection[Any]) -> bool:
     )
 
 
+@functools.cache  # a handful of statements, one per commit
 def _numbered(statement: str) -> bytes:
     """`%s` placeholders as libpq's `$1`, `$2`, …"""
     if "%" in statement.replace("%s", ""):
