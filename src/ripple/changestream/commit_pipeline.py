@@ -5,8 +5,8 @@ instead of through psycopg's `Connection.pipeline()`: the records' INSERTs (a st
 prepared once per connection, parameters in text format), the COMMIT and a Sync go out in
 one write, and the results come back together. On this project's 2-core machine, with 8
 writers (`bench/changestream.py`, "last step"), the records and COMMIT through psycopg's
-general-purpose pipeline cost a writer 520-670 µs of CPU more than a plain COMMIT; this way,
-230-310 µs more.
+general-purpose pipeline cost a writer 600-670 µs of CPU more than a plain COMMIT; this way,
+270-320 µs more.
 
 The connection must be psycopg's (non-blocking, as psycopg leaves it) and not in a psycopg
 pipeline. The INSERT is a prepared statement, and psycopg deallocates every prepared statement
