@@ -27,15 +27,22 @@ pytestmark = pytest.mark.postgresql
 
 
 @pytest.fixture
-def conn(postgres_url: str) -> Iterator[psycopg.Connection[Any]]:
-    with psycopg.connect(postgres_url.replace("+psycopg", "")) as conn:
+def dsn(postgres_url: str) -> str:
+    """The test database's URL as libpq takes it (no SQLAlchemy driver name)."""
+    url = sa.make_url(postgres_url).set(drivername="postgresql")
+    return url.render_as_string(hide_password=False)
+
+
+@pytest.fixture
+def conn(dsn: str) -> Iterator[psycopg.Connection[Any]]:
+    with psycopg.connect(dsn) as conn:
         yield conn
 
 
 @pytest.fixture
-def table(conn: psycopg.Connection[Any], postgres_url: str) -> Iterator[str]:
+def table(conn: psycopg.Connection[Any], dsn: str) -> Iterator[str]:
     name = f"pipeline_probe_{uuid.uuid4().hex[:8]}"
-    with psycopg.connect(postgres_url.replace("+psycopg", ""), autocommit=True) as admin:
+    with psycopg.connect(dsn, autocommit=True) as admin:
         admin.execute(
             f"CREATE TABLE {name} (id integer PRIMARY KEY, note text, flag boolean, n bigint)"
         )
@@ -162,10 +169,7 @@ def test_a_value_it_cannot_send_sends_nothing(
     assert rows_of(conn, table) == []
 
 
-def test_not_available_without_prepared_statements_or_in_autocommit(
-    postgres_url: str,
-) -> None:
-    dsn = postgres_url.replace("+psycopg", "")
+def test_not_available_without_prepared_statements_or_in_autocommit(dsn: str) -> None:
     with psycopg.connect(dsn, prepare_threshold=None) as conn:
         assert not commit_pipeline.available(conn)
     with psycopg.connect(dsn, autocommit=True) as conn:
