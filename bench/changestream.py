@@ -389,8 +389,7 @@ def main() -> int:
     with Progress(console=console, transient=True) as progress:
         for kind in args.databases.split(","):
             results[kind] = bench(kind, args.commits, args.rounds, args.unordered, progress)
-    table = Table(title="change stream cost (commits/s, medians)")
-    for column in (
+    table = Table(
         "database",
         "writers",
         "a: no stream",
@@ -400,8 +399,8 @@ def main() -> int:
         "c/a",
         "d: unordered",
         "d/a",
-    ):
-        table.add_column(column)
+        title="change stream cost (commits/s, medians)",
+    )
     for kind, r in results.items():
         for writers in (1, 8):
             f = r[f"writers_{writers}"]
@@ -417,8 +416,7 @@ def main() -> int:
                 str(f.get("unordered_ratio", "-")),
             )
     console.print(table)
-    costs = Table(title="per commit (medians)")
-    for column in (
+    costs = Table(
         "database",
         "writers",
         "case",
@@ -426,8 +424,8 @@ def main() -> int:
         "of it, last step",
         "server CPU µs",
         "WAL bytes",
-    ):
-        costs.add_column(column)
+        title="per commit (medians)",
+    )
     for kind, r in results.items():
         for writers in (1, 8):
             cost = r[f"writers_{writers}"]["per_commit"]
