@@ -239,3 +239,34 @@ def test_without_the_libpq_path_psycopgs_pipeline_records(
             sa.select(sa.func.count()).where(change_records.c.stream_name == "bucket_eventing")
         ).scalar_one()
     assert records == 1
+
+
+def test_eventing_commits_plan_the_record_statement_once(
+    postgres_db: Metabase, postgres_url: str
+) -> None:
+    """The metabase's connections plan every statement with its parameters
+    (`force_custom_plan`); the records' statement alone runs on its generic plan, made once,
+    since planning it anew cost the server more than running it."""
+    db = Metabase(postgres_url, eventing=lambda _p, _b: True)  # a pool of its own
+    try:
+        project = create_project(db, "plans")
+        bucket = create_bucket(db, BucketLocation(project.id, f"b-{uuid.uuid4().hex[:8]}"))
+        for i in range(8):
+            commit_inline_object(
+                db, ObjectLocation(project.id, bucket.name, f"k-{i}"), b"x", etag="e" * 32
+            )
+        with db.read() as conn:
+            assert conn.exec_driver_sql("SHOW plan_cache_mode").scalar_one() == (
+                "force_custom_plan"  # the rest of the metabase is planned per run, as before
+            )
+            plans = conn.exec_driver_sql(
+                "SELECT generic_plans, custom_plans FROM pg_prepared_statements"
+                " WHERE name LIKE 'ripple_record_%%'"
+            ).one()
+        assert db.engine.pool.checkedin() == 1  # one connection made every commit
+        generic, custom = plans
+        assert custom == 0
+        assert generic == 9  # the bucket's record (project_eventing) and the 8 objects'
+
+    finally:
+        db.dispose()

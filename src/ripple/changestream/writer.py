@@ -198,6 +198,7 @@ class ChangeStreamWriter:
         if conn.dialect.name == "postgresql" and commit:
             _insert_and_commit(conn, rows)
         elif conn.dialect.name == "postgresql":
+            conn.exec_driver_sql(commit_pipeline.GENERIC_PLAN)  # as commit_pipeline says
             conn.exec_driver_sql(_INSERT_POSTGRES, rows)
         else:
             inserted = conn.exec_driver_sql(_INSERT_SQLITE, rows).rowcount
@@ -301,6 +302,7 @@ def _insert_and_commit(
             commit_pipeline.insert_and_commit(driver, statement, rows)
             return
         with driver.pipeline(), driver.cursor() as cursor:
+            cursor.execute(commit_pipeline.GENERIC_PLAN)
             for row in rows:  # prepared: planning the statement cost more than running it
                 cursor.execute(statement, row, prepare=True)
             driver.commit()
