@@ -8,11 +8,11 @@ before the transaction commits.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Hashable, Mapping
 from dataclasses import dataclass, fields, replace
 from typing import Any
 
+import orjson
 from sqlalchemy.engine import Connection
 
 from ripple.changestream.definition import ModType
@@ -140,7 +140,7 @@ class Capture:
         }
         if self.bucket_versioning:
             members["bucket_versioning"] = dict(sorted(self.bucket_versioning.items()))
-        return json.dumps(members, separators=(",", ":")) if members else ""
+        return orjson.dumps(members).decode() if members else ""
 
 
 def attach(conn: Connection, capture: Capture) -> None:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import base64
 import functools
 import uuid
+from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
 
@@ -59,22 +60,55 @@ def column_types(table: sa.Table, watched: tuple[str, ...]) -> list[dict[str, An
 
 def encode(code: str, value: Any) -> Any:
     """A Python column value as a record carries it."""
+    return encoder(code)(value)
+
+
+Encoder = Callable[[Any], Any]
+
+
+@functools.cache
+def encoder(code: str) -> Encoder:
+    """The function that encodes a column of type `code` (writers look it up once per
+    column: this runs for every watched column of every recorded row)."""
+    return _ENCODERS.get(code, _as_is)
+
+
+def _as_is(value: Any) -> Any:
+    return value
+
+
+def _string(value: Any) -> Any:
+    if isinstance(value, bytes | bytearray | memoryview):
+        return bytes(value).decode("utf-8")
+    return str(value) if isinstance(value, uuid.UUID) else value
+
+
+def _timestamp(value: Any) -> Any:
     if value is None:
         return None
-    if code == "STRING":
-        if isinstance(value, bytes | bytearray | memoryview):
-            return bytes(value).decode("utf-8")
-        return str(value) if isinstance(value, uuid.UUID) else value
-    if code == "TIMESTAMP":
-        assert isinstance(value, datetime)
-        return value.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
-    if code == "BYTES":
-        return base64.b64encode(bytes(value)).decode("ascii")
-    if code == "BOOL":
-        return bool(value)
-    if code == "INT64":
-        return int(value)
-    return value
+    assert isinstance(value, datetime)
+    return value.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+def _bytes(value: Any) -> Any:
+    return None if value is None else base64.b64encode(bytes(value)).decode("ascii")
+
+
+def _bool(value: Any) -> Any:
+    return None if value is None else bool(value)
+
+
+def _int(value: Any) -> Any:
+    return None if value is None else int(value)
+
+
+_ENCODERS: dict[str, Encoder] = {
+    "STRING": _string,  # None passes through unchanged
+    "TIMESTAMP": _timestamp,
+    "BYTES": _bytes,
+    "BOOL": _bool,
+    "INT64": _int,
+}
 
 
 def rfc3339_ns(ns: int) -> str:

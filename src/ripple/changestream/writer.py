@@ -26,12 +26,12 @@ written once, with its position.
 from __future__ import annotations
 
 import hashlib
-import json
-import uuid
+import os
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+import orjson
 import psycopg
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
@@ -40,7 +40,7 @@ from ripple.changestream import commit_pipeline
 from ripple.changestream.capture import Capture, Mod
 from ripple.changestream.definition import ModType, StreamDefinition, StreamOptions
 from ripple.changestream.schema import change_streams
-from ripple.changestream.values import encode, type_code
+from ripple.changestream.values import Encoder, encoder, type_code
 
 # Decides, from a changed row's key columns, whether a stream that allows transaction
 # exclusion records the change (for `objects`: is eventing enabled for its bucket?).
@@ -114,6 +114,10 @@ class Partitioning:
 
     def partitions_of(self, rows: Sequence[Mapping[str, Any]], partitions: int) -> list[int]:
         """The partition of each of one transaction's changed rows."""
+        if len(rows) == 1:  # most transactions: the row's own values
+            (row,) = rows
+            spread = () if self.spread is None else (row[self.spread],)
+            return [partition_of([*(row[c] for c in self.group), *spread], partitions)]
         groups = [tuple(row[c] for c in self.group) for row in rows]
         least: dict[tuple[Any, ...], tuple[Any, ...]] = {}
         for g, row in zip(groups, rows, strict=True):
@@ -161,9 +165,15 @@ class ChangeStreamWriter:
         self.partitioning = dict(partitioning)
         self.scope = scope
         self._definitions: list[StreamDefinition] | None = None
-        # per table: its key columns and each column's type code, computed once
-        self._keys = {n: [c.name for c in t.primary_key.columns] for n, t in self.tables.items()}
-        self._codes = {n: {c.name: type_code(c) for c in t.columns} for n, t in self.tables.items()}
+        # per table: its key columns and each column's encoder, found once (names as plain
+        # str: orjson takes no subclass of it as a key)
+        self._keys = {
+            n: [str(c.name) for c in t.primary_key.columns] for n, t in self.tables.items()
+        }
+        self._encoders = {
+            n: {str(c.name): encoder(type_code(c)) for c in t.columns}
+            for n, t in self.tables.items()
+        }
 
     def reload(self) -> None:
         """Forget the cached definitions (after a migration changed them)."""
@@ -219,9 +229,9 @@ class ChangeStreamWriter:
     def _record_rows(
         self, stream: StreamDefinition, capture: Capture, mods: list[Mod], now_ns: int
     ) -> list[tuple[Any, ...]]:
-        keys, codes = self._keys[stream.table], self._codes[stream.table]
+        keys, encoders = self._keys[stream.table], self._encoders[stream.table]
         by_partition: dict[int, dict[ModType, list[dict[str, Any]]]] = {}
-        recorded = [(m, e) for m in mods if (e := _mod_json(stream, m, keys, codes)) is not None]
+        recorded = [(m, e) for m in mods if (e := _mod_json(stream, m, keys, encoders)) is not None]
         parts = self.partitioning[stream.table].partitions_of(
             [mod.row for mod, _ in recorded], stream.partitions
         )
@@ -233,7 +243,7 @@ class ChangeStreamWriter:
             for mod_type in _MOD_ORDER
             if mod_type in by_partition[part]
         ]
-        transaction_id = uuid.uuid4().hex
+        transaction_id = os.urandom(16).hex()
         tag = capture.tag_json()
         rows = []
         for sequence, (part, mod_type, entries) in enumerate(groups):
@@ -250,7 +260,7 @@ class ChangeStreamWriter:
                     len(groups),
                     len(by_partition),
                     int(mod_type),
-                    json.dumps(entries, separators=(",", ":")),
+                    orjson.dumps(entries).decode(),
                     tag,
                     capture.system,
                 )
@@ -259,7 +269,7 @@ class ChangeStreamWriter:
 
 
 def _mod_json(
-    stream: StreamDefinition, mod: Mod, keys: list[str], codes: Mapping[str, str]
+    stream: StreamDefinition, mod: Mod, keys: list[str], encoders: Mapping[str, Encoder]
 ) -> dict[str, Any] | None:
     """One entry of a record's `mods`, per the stream's value capture type; None for an
     UPDATE that changed no watched column (Spanner records none)."""
@@ -269,9 +279,9 @@ def _mod_json(
     def values(row: Mapping[str, Any] | None, columns: Sequence[str]) -> dict[str, Any]:
         if row is None:
             return {}
-        return {c: encode(codes[c], row[c]) for c in columns}
+        return {c: encoders[c](row[c]) for c in columns}
 
-    entry_keys = {k: encode(codes[k], mod.row[k]) for k in keys}
+    entry_keys = {k: encoders[k](mod.row[k]) for k in keys}
     if mod.mod_type is ModType.INSERT:
         new, old = values(mod.new, watched), {}
     elif mod.mod_type is ModType.DELETE:
