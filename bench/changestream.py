@@ -16,7 +16,9 @@ measured on its own, steadier than the whole; on PostgreSQL, the server's proces
 (read from /proc: the server must run on this machine) and bytes of WAL. With 8 writers on a
 2-core machine the commits are CPU-bound, so c/a is about the ratio of (writer + server) CPU
 per commit. Then the reader reads every record of (c) (records per second), and the stored
-size of the change records (table and index) is divided by their events.
+size of the change records (table and index) is divided by their events. Beside the ratio
+of the medians, c/a of each round alone (its (a) and (c) ran back to back) shows how much a
+run's own rounds spread.
 The last line is one JSON object:
 {"postgresql": {"excluded_ratio": b/a, "eventing_ratio": c/a, "read_records_per_s": …,
  "bytes_per_event": …, …}, "sqlite": {…}}  (ratios at 8 writers)
@@ -341,12 +343,19 @@ def bench(
                     )
                     progress.advance(task)
             medians = {c: statistics.median(r.commits_per_s for r in v) for c, v in runs.items()}
+            # c/a of each round alone: (a) and (c) ran minutes apart at most, so the spread
+            # of these is the run's own noise
+            paired = [
+                round(c.commits_per_s / a.commits_per_s, 3)
+                for a, c in zip(runs["a"], runs["c"], strict=True)
+            ]
             figures[f"writers_{writers}"] = {
                 "a_commits_per_s": round(medians["a"], 1),
                 "b_commits_per_s": round(medians["b"], 1),
                 "c_commits_per_s": round(medians["c"], 1),
                 "excluded_ratio": round(medians["b"] / medians["a"], 3),
                 "eventing_ratio": round(medians["c"] / medians["a"], 3),
+                "eventing_ratio_per_round": paired,
                 "per_commit": {c: per_commit(v) for c, v in runs.items()},
             }
             if "d" in medians:
@@ -437,6 +446,9 @@ def main() -> int:
             costs.add_row(kind, str(writers), "c - a", *extra, end_section=True)
     console.print(costs)
     for kind, r in results.items():
+        for writers in (1, 8):
+            rounds = r[f"writers_{writers}"]["eventing_ratio_per_round"]
+            console.print(f"{kind}, {writers} writers: c/a per round {rounds}")
         console.print(
             f"{kind}: reader {r['read_records_per_s']} records/s over {r['records']} "
             f"records; {r['bytes_per_event']} stored bytes per event"
