@@ -50,12 +50,13 @@ ARROW_SCHEMA = pa.schema(
         ("mods", pa.string()),
         ("transaction_tag", pa.string()),
         ("is_system_transaction", pa.bool_()),
+        ("stream_version", pa.int32()),  # which definition wrote it (which columns it has)
     ]
 )
 SPARK_SCHEMA = (
     "partition int, position bigint, commit_ns bigint, transaction_id string, "
     "record_sequence int, is_last_in_partition boolean, mod_type int, mods string, "
-    "transaction_tag string, is_system_transaction boolean"
+    "transaction_tag string, is_system_transaction boolean, stream_version int"
 )
 _READ_CHUNK = 10_000  # rows per Arrow batch returned by read()
 SINGLE_TASK_RECORDS = 10_000  # a batch of at most this many records is read in one task
