@@ -13,7 +13,7 @@ Python workers start cold, plus the measured run's seconds).
 Baselines of the same run: the change-stream reader's raw drain of the records; the
 receiver's own ceiling (a pipelining raw client); the webhook target's ceiling without
 Spark (`WebhookTarget.publish` of synthetic events); and the pipeline's stages run in this
-process without Spark (read_range, transform, to_pylist, route, SubscriptionStore.store).
+process without Spark (read_range, transform, sort, route, SubscriptionStore.store).
 (b) Latency. With the pipeline running against the receiver, writer processes commit
 `--rate` single-object transactions per second for `--latency-seconds`; each event's
 latency is the receiver's receipt time minus the time its commit returned to the writer.
@@ -55,6 +55,7 @@ from typing import Any
 
 import orjson
 import pyarrow as pa
+import pyarrow.compute as pc
 import sqlalchemy as sa
 from rich.console import Console
 from rich.progress import Progress
@@ -82,7 +83,7 @@ from ripple.pipeline import job
 from ripple.pipeline.deliver import Deliverer, RetryPolicy
 from ripple.pipeline.job import JobSettings
 from ripple.pipeline.queue import RetryQueue
-from ripple.pipeline.route import delivery, route
+from ripple.pipeline.route import delivery, route_table
 from ripple.pipeline.source import DEFAULT_CONSUMER, read_range
 from ripple.pipeline.transform import EVENT_SCHEMA, events_of_batches
 from ripple.subscriptions.schema import subscription_events
@@ -687,21 +688,24 @@ def replay(
                     ),
                 )
                 out = stage("transform", lambda b=batches: list(transform(iter(b))))
-                rows = stage(
-                    "to_pylist",
-                    lambda o=out: pa.Table.from_batches(o, schema=EVENT_SCHEMA).to_pylist(),
-                )
-                routed = stage("route", lambda r=rows: route(r, world.registry, 0))
+                table = stage("sort", lambda o=out: _in_commit_order(o))
+                routed = stage("route", lambda t=table: route_table(t, world.registry, 0))
                 stage(
                     "store",
                     lambda r=routed: world.store.store(REPLAY_TOPIC, r.by_topic.get(TOPIC, [])),
                 )
-                events += len(rows)
+                events += table.num_rows
                 start = stop
     finally:
         world.store.delete(REPLAY_SUBSCRIPTION)
     totals["events"] = events
     return dict(totals)
+
+
+def _in_commit_order(batches: list[pa.RecordBatch]) -> pa.Table:
+    """As the job's handler orders a batch's events (a stable sort by commit time)."""
+    table = pa.Table.from_batches(batches, schema=EVENT_SCHEMA)
+    return table.take(pc.sort_indices(table, [("commit_ns", "ascending")]))
 
 
 def print_stage_profiles(kind: str, profiles: dict[str, cProfile.Profile], lines: int) -> None:
@@ -886,7 +890,7 @@ def _pct(values: Sequence[float], pct: float) -> float:
 
 class Profiler:
     """With --profile: times the foreachBatch handler's parts (toArrow: the Spark job that
-    reads and transforms; route; deliver; commit_offsets; the rest is to_pylist and
+    reads and transforms; route; deliver; commit_offsets; the rest is the sort and
     bookkeeping). With --cprofile also runs cProfile in the handler's thread (which slows
     the handler: read its times from a run without it). Off: does nothing."""
 
@@ -920,7 +924,7 @@ class Profiler:
         from pyspark.sql.classic.dataframe import DataFrame  # foreachBatch's, in Spark 4
 
         DataFrame.toArrow = self._timed("toArrow", DataFrame.toArrow)  # type: ignore[method-assign]
-        job.route = self._timed("route", job.route)  # type: ignore[assignment]
+        job.route_table = self._timed("route", job.route_table)  # type: ignore[attr-defined]
         original = job.batch_handler
 
         wrapped: set[int] = set()  # the job makes a handler per query, with one deliverer

@@ -25,10 +25,10 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from operator import itemgetter
 from pathlib import Path
 from typing import Any
 
+import pyarrow.compute as pc
 from py4j.protocol import Py4JError  # type: ignore[import-untyped]
 from pyspark.errors import StreamingQueryException
 from pyspark.sql import DataFrame, SparkSession
@@ -39,7 +39,7 @@ from ripple.events import EventSettings
 from ripple.notifications.registry import Registry
 from ripple.pipeline import metrics
 from ripple.pipeline.deliver import Deliverer
-from ripple.pipeline.route import route
+from ripple.pipeline.route import route_table
 from ripple.pipeline.source import DEFAULT_CONSUMER, NAME, ChangeStreamSource, engine_for
 from ripple.pipeline.transform import SPARK_EVENT_SCHEMA, events_of_batches
 
@@ -105,19 +105,24 @@ def batch_handler(
         # Commit order within the batch, across partitions: a key's events are in one
         # partition unless a DeleteObjects or a rename of several keys recorded one of them in
         # its least key's. (A stable sort: a transaction's events keep their order.)
-        rows = sorted(events.toArrow().to_pylist(), key=itemgetter("commit_ns"))
+        table = events.toArrow()
+        table = table.take(pc.sort_indices(table, [("commit_ns", "ascending")]))  # stable
         with deliverer.exclusive():  # routes and targets stay as they are until delivered
             if reconfigure is not None:
                 reconfigure()
-            routed = route(rows, registry, batch_id)
+            routed = route_table(table, registry, batch_id)
             deliverer.deliver(routed.by_topic)
-        if delivered is not None and rows:
-            positions: dict[int, int] = {}
-            for row in rows:
-                positions[row["partition"]] = max(
-                    positions.get(row["partition"], 0), row["position"]
+        if delivered is not None and table.num_rows:
+            ends = table.group_by("partition").aggregate([("position", "max")])
+            delivered(
+                dict(
+                    zip(
+                        ends.column("partition").to_pylist(),
+                        ends.column("position_max").to_pylist(),
+                        strict=True,
+                    )
                 )
-            delivered(positions)
+            )
         if routed.newest_commit_ns:
             metrics.PIPELINE_LAG.set(max(0.0, time.time() - routed.newest_commit_ns / 1e9))
         metrics.BATCH_DURATION.observe(time.monotonic() - started)
@@ -125,7 +130,7 @@ def batch_handler(
             "%s batch %d: %d events, %d deliveries, %d unrouted in %.3f s",
             stream,
             batch_id,
-            len(rows),
+            table.num_rows,
             sum(len(v) for v in routed.by_topic.values()),
             routed.unrouted,
             time.monotonic() - started,
