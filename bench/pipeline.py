@@ -84,7 +84,7 @@ from ripple.pipeline.deliver import Deliverer, RetryPolicy
 from ripple.pipeline.job import JobSettings
 from ripple.pipeline.queue import RetryQueue
 from ripple.pipeline.route import delivery, route_table
-from ripple.pipeline.source import DEFAULT_CONSUMER, read_range
+from ripple.pipeline.source import DEFAULT_CONSUMER, SINGLE_TASK_RECORDS, read_range
 from ripple.pipeline.transform import EVENT_SCHEMA, events_of_batches
 from ripple.subscriptions.schema import subscription_events
 from ripple.subscriptions.store import SubscriptionStore
@@ -367,15 +367,17 @@ def warm_up(world: World, args: argparse.Namespace, count: int = 100) -> float:
 def rewarm(
     world: World, args: argparse.Namespace, after: dict[int, int], n: int, records: int
 ) -> None:
-    """Run the pipeline over the last records of the stream (at most 2000 events) just
-    before a measured run. Spark stops Python workers that were idle for about a minute
-    (seen here: the same 50k batch took 1.3 s after 5 s idle, 2.5 s after 75 s), and the
-    fill takes longer than that: without this, the measured run's first batch would
-    include starting its Python workers and their imports again. (The JVM's JIT still
-    warms up over the first large batch: that stays in the figure.)"""
+    """Run the pipeline over the last records of the stream just before a measured run.
+    Spark stops Python workers that were idle for about a minute (seen here: the same 50k
+    batch took 1.3 s after 5 s idle, 2.5 s after 75 s), and the fill takes longer than
+    that: without this, the measured run's first batch would include starting its Python
+    workers and their imports again. The re-warm batch is just large enough to be read as
+    a task per partition (more than SINGLE_TASK_RECORDS records; at most 12,000 events),
+    so that it starts a worker on each core, as the measured run's batches do. (The JVM's
+    JIT still warms up over the first large batch: that stays in the figure.)"""
     per_record = max(1, n // max(1, records))
-    window = max(1, min(2000, 2000 // per_record))
     ends = stream_ends(world)
+    window = max(1, min(SINGLE_TASK_RECORDS // len(ends) + 1, 12_000 // per_record))
     start = {p: max(after.get(p, 0), end - window) for p, end in ends.items()}
     expect = sum(end - start[p] for p, end in ends.items())
     set_consumer(world, start)
