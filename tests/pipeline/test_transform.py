@@ -1,7 +1,7 @@
 """The transform without Spark (`ripple.pipeline.transform.BatchMapper`): its fast path for
-one-record transactions (`ripple.events.batch`) makes exactly the events `s3_events` makes,
-column by column and in the same order, whatever the records hold and however the task's
-records are cut into Arrow batches."""
+one-record transactions (`ripple.events.batch`) makes exactly the events `s3_events` makes
+(`events_of_rows`, transaction by transaction), column by column and in the same order,
+whatever the records hold and however the task's records are cut into Arrow batches."""
 
 from __future__ import annotations
 
@@ -19,7 +19,7 @@ import ripple.events.batch as batch
 from ripple.changestream.definition import ModType
 from ripple.events import EventSettings
 from ripple.pipeline.source import ARROW_SCHEMA
-from ripple.pipeline.transform import EVENT_SCHEMA, BatchMapper
+from ripple.pipeline.transform import EVENT_SCHEMA, BatchMapper, events_of_rows
 
 PROJECTS = {str(uuid.UUID(int=1)): "owner-one", str(uuid.UUID(int=2)): 'owner "two"'}
 SETTINGS = EventSettings(region="eu-west-1")
@@ -224,8 +224,11 @@ def test_the_fast_path_makes_the_events_s3_events_makes(
     rows: list[dict[str, Any]], data: st.DataObject
 ) -> None:
     cuts = data.draw(st.lists(st.integers(min_value=0, max_value=len(rows)), max_size=2))
+    # the reference: every transaction through s3_events, record by record, no Arrow batches
+    reference = list(events_of_rows(rows, PROJECTS.__getitem__, SETTINGS))
     general = mapped(rows, [], fast=False)
     fast = mapped(rows, cuts, fast=True)
+    assert general.to_pylist() == pa.Table.from_pylist(reference, schema=EVENT_SCHEMA).to_pylist()
     assert fast.to_pylist() == general.to_pylist()
 
 

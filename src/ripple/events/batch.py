@@ -11,8 +11,14 @@ computed over whole columns (`ripple.events.columns`).
 
 So the message layout has one source, `s3_events`. Records of any other kind (several
 records or mods, UPDATEs, renames, lifecycle expirations, a copy onto itself, a null version
-in a versioned bucket), records with a value JSON would escape, and records of a shape whose
-template fails its check are left to `s3_events`. Pure: no I/O.
+whose tag names any bucket's versioning), records with a value JSON would escape, and records
+of a shape whose template fails its check are left to `s3_events`; so is a whole batch that
+Arrow's JSON reader will not read (a value of another JSON type than the writer writes).
+
+Whether an event's values carry the object's user metadata and tags is the same for every
+record of one stream version and mod type (the writer records all watched columns, or no
+old values at all): the shape holds both, and the template says it for all its records.
+Pure: no I/O.
 """
 
 from __future__ import annotations
@@ -30,6 +36,7 @@ import pyarrow.json as pj
 from ripple.events.columns import (
     STREAM_ID,
     as_bools,
+    distinct,
     encode_keys,
     event_times,
     sequencers,
@@ -134,8 +141,8 @@ def simple_events(
 
 @dataclass
 class _Rows:
-    """The picked records' values, column by column (of the first mod: `one_mod` marks
-    the rows that have just one)."""
+    """The picked records' values, column by column. Only rows with one mod (`one_mod`)
+    can be taken; the values of the others are another row's and mean nothing."""
 
     records: pa.RecordBatch
     is_insert: pa.Array
@@ -249,37 +256,40 @@ class _Rows:
             "sequencer": sequencers(commit_ns),
         }
 
-    def shapes(self, ok: np.ndarray) -> tuple[np.ndarray, list[Shape]]:
-        """Each row's shape, as an index into the list of shapes (-1 for rows not `ok`)."""
+    def shapes(self) -> tuple[np.ndarray, list[Shape]]:
+        """The rows' shapes, and each row's index among them."""
         versioned = pc.and_(
             pc.is_in(self.values["status"], _VERSIONED_STATUSES),
             pc.not_equal(pc.fill_null(self.values["stream_id"], ""), ""),
         )
-        parts = (
+        codes, found = distinct(
             _event_names(self),
-            pc.fill_null(self.key("project_id"), ""),
-            pc.fill_null(self.key("bucket_name"), ""),
-            pc.cast(self.records.column("stream_version"), pa.string()),
-            _flag(self.is_insert),
-            _flag(pc.is_valid(self.values["total_plain_size"])),
-            _flag(pc.not_equal(self.etags(), "")),
-            _flag(versioned),
+            self.key("project_id"),
+            self.key("bucket_name"),
+            self.records.column("stream_version"),
+            self.is_insert,
+            pc.is_valid(self.values["total_plain_size"]),
+            pc.not_equal(self.etags(), ""),
+            pc.fill_null(versioned, False),
         )
-        joined = pc.binary_join_element_wise(*parts, "\x1f", null_handling="replace")
-        encoded = pc.dictionary_encode(joined)
-        codes = np.where(ok, np.asarray(encoded.indices.to_numpy(zero_copy_only=False)), -1)
-        shapes = []
-        for text in encoded.dictionary.to_pylist():
-            name, project, bucket, version, *flags = text.split("\x1f")
-            insert, size, etag, version_id = (flag == "1" for flag in flags)
-            shapes.append(
-                Shape(name or None, project, bucket, int(version), insert, size, etag, version_id)
-            )
+        shapes = [
+            Shape(name or None, project, bucket, version, insert, size, etag, version_id)
+            for name, project, bucket, version, insert, size, etag, version_id in found
+        ]
         return codes, shapes
 
-
-def _flag(condition: pa.Array) -> pa.Array:
-    return pc.if_else(pc.fill_null(condition, False), "1", "0")
+    def subset(self, at: np.ndarray) -> _Rows:
+        """These rows' values for the rows `at` only."""
+        take = pa.array(at)
+        return _Rows(
+            self.records.take(take),
+            self.is_insert.take(take),
+            self.one_mod[at],
+            self.keys.take(take),
+            {name: value.take(take) for name, value in self.values.items()},
+            {name: value.take(take) for name, value in self.tag.items()},
+            self.versioning.take(take),
+        )
 
 
 def _read_lines(lines: pa.Array | pa.ChunkedArray, schema: pa.Schema) -> pa.Table:
@@ -296,20 +306,13 @@ def _read_lines(lines: pa.Array | pa.ChunkedArray, schema: pa.Schema) -> pa.Tabl
 def _event_names(rows: _Rows) -> pa.Array:
     """Each row's event name ("" for none): `event_name` of each distinct (mod type,
     status, operation)."""
-    combos = pc.binary_join_element_wise(
-        pc.if_else(rows.is_insert, "INSERT", "DELETE"),
-        pc.cast(rows.values["status"], pa.string()),
-        pc.fill_null(rows.tag["operation"], ""),
-        "\x1f",
-        null_handling="replace",
-        null_replacement="-",
-    )
-    encoded = pc.dictionary_encode(combos)
-    names = []
-    for text in encoded.dictionary.to_pylist():
-        mod_type, status, operation = text.split("\x1f")
-        names.append(event_name(mod_type, None if status == "-" else int(status), operation))
-    return pa.array([name or "" for name in names], pa.string()).take(encoded.indices)
+    operation = pc.fill_null(rows.tag["operation"], "")
+    codes, found = distinct(rows.is_insert, rows.values["status"], operation)
+    names = [
+        event_name("INSERT" if insert else "DELETE", status, op) or ""
+        for insert, status, op in found
+    ]
+    return pa.array(names, pa.string()).take(pa.array(codes))
 
 
 def _fill(
@@ -318,17 +321,17 @@ def _fill(
     """Fill each eligible row's template: the rows taken (with or without an event), the
     row of each event, and the events' columns. Rows of a shape without a template are
     not taken."""
-    codes, shapes = rows.shapes(ok)
-    present = np.unique(codes[codes >= 0])
     nothing = np.zeros(0, dtype=np.int64)
-    if len(present) == 0:
+    eligible = np.flatnonzero(ok)
+    if len(eligible) == 0:
         return nothing, nothing, {}
+    rows = rows.subset(eligible)  # from here on, positions among the eligible rows
+    codes, shapes = rows.shapes()
     holes = rows.holes()
     taken: list[np.ndarray] = []
     parts: list[tuple[np.ndarray, dict[str, pa.Array]]] = []
-    for code in present.tolist():
+    for code, shape in enumerate(shapes):
         at = np.flatnonzero(codes == code)
-        shape = shapes[code]
         if shape not in templates.known:
             templates.known[shape] = _template(rows, holes, int(at[0]), shape, templates)
         template = templates.known[shape]
@@ -337,7 +340,7 @@ def _fill(
         taken.append(at)
         if template.event_name is not None:
             parts.append((at, _columns(rows, template, holes, at, shape)))
-    done = np.concatenate(taken) if taken else nothing
+    done = eligible[np.concatenate(taken)] if taken else nothing
     if not parts:
         return done, nothing, {}
     order = np.concatenate([at for at, _ in parts])
@@ -345,7 +348,7 @@ def _fill(
     columns = {
         name: pa.concat_arrays([cols[name] for _, cols in parts]).take(sort) for name in parts[0][1]
     }
-    return done, np.sort(order, kind="stable"), columns
+    return done, eligible[np.sort(order, kind="stable")], columns
 
 
 def _template(

@@ -6,7 +6,7 @@ give for it (tests hold them to that). Pure: no I/O.
 
 from __future__ import annotations
 
-from typing import Final
+from typing import Any, Final
 
 import numpy as np
 import pyarrow as pa
@@ -18,6 +18,7 @@ from ripple.events.sequencer import _utc_text
 __all__ = [
     "STREAM_ID",
     "as_bools",
+    "distinct",
     "encode_keys",
     "event_times",
     "sequencers",
@@ -42,6 +43,25 @@ def whole(array: pa.Array | pa.ChunkedArray) -> pa.Array:
 def as_bools(array: pa.Array | pa.ChunkedArray) -> np.ndarray:
     """A boolean array without nulls as numpy booleans."""
     return np.asarray(whole(array).to_numpy(zero_copy_only=False), dtype=bool)
+
+
+def distinct(*columns: pa.Array | pa.ChunkedArray) -> tuple[np.ndarray, list[tuple[Any, ...]]]:
+    """The distinct combinations of the columns' values (null is a value too), in order of
+    first appearance, and each row's index among them."""
+    n = len(columns[0])
+    if n == 0:
+        return np.zeros(0, dtype=np.int64), []
+    codes = np.empty((n, len(columns)), dtype=np.int64)
+    for j, column in enumerate(columns):
+        encoded = pc.dictionary_encode(whole(column), null_encoding="encode")
+        codes[:, j] = encoded.indices.to_numpy(zero_copy_only=False)
+    _, first, inverse = np.unique(codes, axis=0, return_index=True, return_inverse=True)
+    order = np.argsort(first, kind="stable")
+    rank = np.empty(len(order), dtype=np.int64)
+    rank[order] = np.arange(len(order))
+    firsts = pa.array(first[order])
+    values = [whole(column).take(firsts).to_pylist() for column in columns]
+    return rank[inverse.reshape(-1)], list(zip(*values, strict=True))
 
 
 def _int64s(array: pa.Array | pa.ChunkedArray) -> np.ndarray:

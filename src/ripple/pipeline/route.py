@@ -24,7 +24,6 @@ dead letters and pull subscriptions hold the same message.
 from __future__ import annotations
 
 import functools
-import itertools
 import logging
 import uuid
 from collections.abc import Iterable, Iterator, Mapping
@@ -37,6 +36,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from ripple.events.buckets import is_bucket_event
+from ripple.events.columns import distinct
 from ripple.events.keys import decode_key
 from ripple.events.names import matches
 from ripple.notifications.registry import PROJECT_WIDE, Destination, Registry
@@ -121,6 +121,8 @@ def route_table(events: pa.Table, registry: Registry, batch_id: int) -> Routed:
     routed = Routed()
     if events.num_rows == 0:
         return routed
+    if events.schema != EVENT_SCHEMA:  # e.g. Spark's large string types
+        events = events.cast(EVENT_SCHEMA)
     columns = _Columns(events.combine_chunks())
     routed.newest_commit_ns = int(pc.max(columns.array("commit_ns")).as_py())
     chosen: dict[str, list[tuple[np.ndarray, list[Delivery]]]] = {}
@@ -166,23 +168,14 @@ def _buckets(columns: _Columns) -> Iterator[tuple[str, str, bool, np.ndarray]]:
     of their first row."""
     names = pc.dictionary_encode(columns.array("event_name"))
     bucket_events = pa.array([is_bucket_event(n) for n in names.dictionary.to_pylist()])
-    kind = pc.if_else(pc.take(bucket_events, names.indices), "b", "o")
-    joined = pc.binary_join_element_wise(
-        columns.array("project_id"), columns.array("bucket"), kind, "\x1f"
-    )
-    groups = pc.dictionary_encode(joined)
-    codes = np.asarray(groups.indices.to_numpy(zero_copy_only=False))
+    kind = pc.take(bucket_events, names.indices)
+    codes, found = distinct(columns.array("project_id"), columns.array("bucket"), kind)
     order = np.argsort(codes, kind="stable")
-    starts = np.flatnonzero(np.r_[True, codes[order][1:] != codes[order][:-1]])
-    bounds = [*starts.tolist(), len(order)]
-    keys = groups.dictionary.to_pylist()
-    found = []
-    for start, end in itertools.pairwise(bounds):
-        at = order[start:end]
-        project, bucket, kind_of = keys[codes[at[0]]].split("\x1f")
-        found.append((int(at[0]), project, bucket, kind_of == "b", at))
-    for _, project, bucket, is_bucket, at in sorted(found, key=lambda f: f[0]):
-        yield project, bucket, is_bucket, at
+    bounds = np.searchsorted(codes[order], np.arange(len(found) + 1))
+    for (project, bucket, is_bucket), start, end in zip(
+        found, bounds[:-1].tolist(), bounds[1:].tolist(), strict=True
+    ):
+        yield project, bucket, is_bucket, order[start:end]
 
 
 def _unrouted(columns: _Columns, at: np.ndarray) -> None:

@@ -3,8 +3,9 @@
 The mapping itself is `ripple.events.s3_events`, the same function `ripple changestream tail
 --events` uses; this module regroups each partition's records into whole transactions
 (which may straddle Arrow batches; a task may read several partitions, one after another)
-and lays the events out as Arrow columns. Transactions that are one record of one PUT, POST,
-copy or DELETE (most of them) are mapped over whole columns at once by
+and lays the events out as Arrow columns. Transactions that are one record of one mod (a
+PUT, POST, copy, multipart completion, DELETE or delete marker: most of them) are mapped
+over whole columns at once by
 `ripple.events.batch.simple_events`, from templates that `s3_events` writes and checks; the
 others go through `s3_events` one transaction at a time. No per-row UDF: Spark hands each
 task's batches to `events_of_batches`, which runs once per task.
@@ -28,7 +29,7 @@ from ripple.changestream.tail import transactions
 from ripple.events import EventSettings, s3_events, timestamp_ns
 from ripple.events.batch import SimpleEvents, Templates, simple_events
 from ripple.metabase.schema import projects
-from ripple.pipeline.source import engine_for
+from ripple.pipeline.source import ARROW_SCHEMA, engine_for
 
 EVENT_SCHEMA = pa.schema(
     [
@@ -143,9 +144,9 @@ def events_of_batches(
     url: str, settings: EventSettings, table: str = "objects", *, fast: bool = True
 ) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
     """The `mapInArrow` function: one task's record batches (of a stream over `table`) →
-    event batches, one per record batch, the events in the order of their transactions'
-    last records. `fast` False maps every transaction through `s3_events` (for tests and
-    the benchmark's comparison)."""
+    event batches (one per record batch that completes a transaction with events), the
+    events in the order of their transactions' last records. `fast` False maps every
+    transaction through `s3_events` (for tests and the benchmark's comparison)."""
 
     def transform(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         owners = Owners(url)
@@ -179,9 +180,12 @@ class BatchMapper:
         self.fast = fast
         self.prefix = _ID_PREFIXES.get(table, "")
         self.templates = Templates(settings, owner_of, table)
-        self.pending: dict[int, list[tuple[int, dict[str, Any]]]] = {}  # partition → records
+        self.pending: dict[int, list[dict[str, Any]]] = {}  # partition → its open records
 
     def map(self, batch: pa.RecordBatch) -> pa.RecordBatch:
+        """The events of the transactions this batch completes."""
+        if batch.schema != ARROW_SCHEMA:  # e.g. Spark's large string types
+            batch = batch.cast(ARROW_SCHEMA)
         n = batch.num_rows
         simple = SimpleEvents.none(n)
         if self.fast and n:
@@ -206,12 +210,11 @@ class BatchMapper:
         for row, raw in zip(rows.tolist(), records, strict=True):
             record = change_record(raw, self.table)
             group = self.pending.setdefault(record["partition"], [])
-            group.append((row, record))
+            group.append(record)
             if not record["is_last_record_in_transaction_in_partition"]:
                 continue
             del self.pending[record["partition"]]
-            records_of_group = [r for _, r in group]
-            events = event_rows(records_of_group, self.owner_of, self.settings, self.prefix)
+            events = event_rows(group, self.owner_of, self.settings, self.prefix)
             for ordinal, event in enumerate(events):
                 out.append({**event, "row": row, "ordinal": ordinal})
         return out
@@ -231,8 +234,8 @@ _MOD_TYPE_NAMES = pa.array(
 
 def _alone(partitions: np.ndarray, last: np.ndarray, open_partitions: set[int]) -> np.ndarray:
     """Which rows are their transaction's only record in their partition: a last record
-    whose previous record in the same partition (in this batch, or before it: `open`
-    partitions have a transaction under way) ended a transaction."""
+    whose previous record in the same partition (in this batch, or before it: the
+    `open_partitions` have a transaction under way) ended a transaction."""
     order = np.argsort(partitions, kind="stable")
     p, ended = partitions[order], last[order]
     previous_ended = np.empty(len(order), dtype=bool)
