@@ -163,7 +163,7 @@ def deliveries(routed: Routed) -> dict[str, list[tuple[Any, ...]]]:
     }
 
 
-@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(events=rows(), registry=registries())
 def test_route_table_routes_as_event_by_event_routing(
     events: list[dict[str, Any]], registry: Registry

@@ -218,7 +218,7 @@ def mapped(rows: list[dict[str, Any]], cuts: list[int], *, fast: bool) -> pa.Tab
     return pa.Table.from_batches(out, schema=EVENT_SCHEMA)
 
 
-@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(rows=records(), data=st.data())
 def test_the_fast_path_makes_the_events_s3_events_makes(
     rows: list[dict[str, Any]], data: st.DataObject
@@ -232,7 +232,7 @@ def test_the_fast_path_makes_the_events_s3_events_makes(
     assert fast.to_pylist() == general.to_pylist()
 
 
-@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(rows=one_shape())
 def test_the_fast_path_fills_a_shape_with_any_values(rows: list[dict[str, Any]]) -> None:
     assert mapped(rows, [], fast=True).to_pylist() == mapped(rows, [], fast=False).to_pylist()
