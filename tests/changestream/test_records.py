@@ -31,7 +31,7 @@ from ripple.metabase import (
     put_object_legal_hold,
     put_object_retention,
 )
-from ripple.metabase.errors import BucketNotEmpty, InvalidArgument
+from ripple.metabase.errors import BucketNotEmpty, ConflictRetry, InvalidArgument
 from ripple.metabase.expire import expire_objects
 from ripple.metabase.rows import insert_rows, start_key_write
 from ripple.metabase.types import Object, Status
@@ -337,6 +337,28 @@ def test_a_record_without_its_partition_fails_the_whole_write(
             )
     assert world.rows() == []  # the object was not committed without its record
     assert read_all(world.db) == []
+
+
+def test_a_record_whose_position_is_taken_fails_the_whole_write(
+    world: World, eventing: Eventing
+) -> None:
+    """The records' INSERT (straight to the driver on both databases) fails as SQLAlchemy
+    would (PostgreSQL's writers retry a unique violation as a write conflict, and give up),
+    and the object is not committed without its record."""
+    bucket = world.bucket("photos")
+    eventing.enable(world.project.id, "photos")
+    part = partition_of_key(world.project.id, "photos", "a", DEFAULT_PARTITIONS)
+    first, second = keys_in(world.project.id, "photos", part, 2, prefix="a")
+    world.put(bucket, first)
+    where = sa.and_(
+        change_partitions.c.stream_name == "bucket_eventing", change_partitions.c.partition == part
+    )
+    with world.db.write() as conn:  # a damaged stream: its partition forgot position 1
+        conn.execute(sa.update(change_partitions).where(where).values(next_position=0))
+    with pytest.raises((sa.exc.IntegrityError, ConflictRetry)):
+        world.put(bucket, second)
+    assert [row.object_key for row in world.rows()] == [first]
+    assert [r["position"] for r in read_all(world.db)] == [1]
 
 
 def test_read_only_transaction_cannot_set_exclusion(db: Metabase) -> None:
