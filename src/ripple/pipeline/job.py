@@ -17,13 +17,15 @@ batches apart.
 
 from __future__ import annotations
 
+import contextlib
 import functools
+import gc
 import logging
 import os
 import sys
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -87,6 +89,25 @@ def spark_session(master: str, conf: dict[str, str] | None = None) -> SparkSessi
 BatchHandler = Callable[[DataFrame, int], None]
 
 
+@contextlib.contextmanager
+def collector_paused() -> Iterator[None]:
+    """Python's cyclic garbage collector off while a batch is handled. The handler makes
+    objects by the event (rows, deliveries), and every 700 of them the collector ran, its
+    fuller passes walking the driver's whole heap (Spark's, py4j's, SQLAlchemy's objects):
+    a fifth of a 50,000-event batch (BENCHMARKS.md). Reference counting still frees what
+    the batch drops; cycles wait for the collector's next run after the batch. Two
+    queries' handlers may overlap: the collector is back on once the first to have turned
+    it off ends, which is after the other began, so it never stays off."""
+    if not gc.isenabled():  # another handler has it off and turns it back on
+        yield
+        return
+    gc.disable()
+    try:
+        yield
+    finally:
+        gc.enable()
+
+
 def batch_handler(
     registry: Registry,
     deliverer: Deliverer,
@@ -101,6 +122,10 @@ def batch_handler(
     its checkpoint would deliver its last batch again.)"""
 
     def handle(events: DataFrame, batch_id: int) -> None:
+        with collector_paused():
+            handle_batch(events, batch_id)
+
+    def handle_batch(events: DataFrame, batch_id: int) -> None:
         started = time.monotonic()
         # Commit order within the batch, across partitions: a key's events are in one
         # partition unless a DeleteObjects or a rename of several keys recorded one of them in
