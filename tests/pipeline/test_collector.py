@@ -1,6 +1,6 @@
-"""The batch handler runs with Python's cyclic garbage collector off, and always turns it
-back on (`ripple.pipeline.job.collector_paused`). No Spark here: the handler is given an
-object with Spark's `toArrow` and a deliverer that notes the collector's state."""
+"""The batch handler runs with Python's cyclic garbage collector collecting less often, and
+always puts its threshold back (`ripple.pipeline.job.fewer_collections`). No Spark here: the
+handler is given an object with Spark's `toArrow` and a deliverer that notes the threshold."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ import pyarrow as pa
 import pytest
 
 from ripple.notifications.registry import Registry
-from ripple.pipeline.job import batch_handler, collector_paused
+from ripple.pipeline.job import BATCH_COLLECTION_THRESHOLD, batch_handler, fewer_collections
 from ripple.pipeline.transform import EVENT_SCHEMA
 
 
@@ -32,73 +32,77 @@ class Events:
 
 
 class NotingDeliverer:
-    """Notes whether the collector was on when the batch's deliveries came."""
+    """Notes the collector's first threshold when the batch's deliveries came."""
 
     def __init__(self) -> None:
-        self.collector_on: list[bool] = []
+        self.thresholds: list[int] = []
 
     @contextmanager
     def exclusive(self) -> Iterator[None]:
         yield
 
     def deliver(self, by_topic: dict[str, Any]) -> None:
-        self.collector_on.append(gc.isenabled())
+        self.thresholds.append(gc.get_threshold()[0])
 
 
 @pytest.fixture(autouse=True)
-def collector_on() -> Iterator[None]:
-    assert gc.isenabled()
-    yield
-    gc.enable()  # whatever a failing test left
+def default_threshold() -> Iterator[tuple[int, int, int]]:
+    before = gc.get_threshold()
+    assert before[0] < BATCH_COLLECTION_THRESHOLD
+    yield before
+    gc.set_threshold(*before)  # whatever a failing test left
 
 
-def test_a_batch_is_delivered_with_the_collector_off_and_it_is_on_after() -> None:
+def test_a_batch_is_delivered_collecting_less_and_the_threshold_is_put_back(
+    default_threshold: tuple[int, int, int],
+) -> None:
     deliverer = NotingDeliverer()
     handle = batch_handler(Registry(), deliverer)  # type: ignore[arg-type]
     handle(Events(), 7)  # type: ignore[arg-type]
     handle(Events(), 8)  # type: ignore[arg-type]
-    assert deliverer.collector_on == [False, False]
-    assert gc.isenabled()
+    assert deliverer.thresholds == [BATCH_COLLECTION_THRESHOLD, BATCH_COLLECTION_THRESHOLD]
+    assert gc.get_threshold() == default_threshold
+    assert gc.isenabled()  # it still collects
 
 
-def test_a_failing_batch_turns_the_collector_back_on() -> None:
+def test_a_failing_batch_puts_the_threshold_back(default_threshold: tuple[int, int, int]) -> None:
     handle = batch_handler(Registry(), NotingDeliverer())  # type: ignore[arg-type]
     with pytest.raises(ConnectionError, match="executor lost"):
         handle(Events(error=ConnectionError("executor lost")), 1)  # type: ignore[arg-type]
-    assert gc.isenabled()
+    assert gc.get_threshold() == default_threshold
 
 
 @pytest.mark.parametrize("first_to_end", ["first", "second"])
-def test_overlapping_batches_leave_the_collector_on(first_to_end: str) -> None:
+def test_overlapping_batches_put_the_threshold_back(
+    first_to_end: str, default_threshold: tuple[int, int, int]
+) -> None:
     """The two queries' handlers run in their own threads and may overlap."""
-    first_in, second_in = threading.Event(), threading.Event()
+    entered = {"first": threading.Event(), "second": threading.Event()}
     release = {"first": threading.Event(), "second": threading.Event()}
-    inside: dict[str, bool] = {}
+    inside: dict[str, int] = {}
 
-    def batch(name: str, entered: threading.Event) -> None:
-        with collector_paused():
-            inside[name] = gc.isenabled()
-            entered.set()
+    def batch(name: str) -> None:
+        with fewer_collections():
+            inside[name] = gc.get_threshold()[0]
+            entered[name].set()
             release[name].wait(10)
 
-    threads = [
-        threading.Thread(target=batch, args=("first", first_in)),
-        threading.Thread(target=batch, args=("second", second_in)),
-    ]
-    threads[0].start()
-    assert first_in.wait(10)
-    threads[1].start()
-    assert second_in.wait(10)
-    assert inside == {"first": False, "second": False}
-    order = ["first", "second"] if first_to_end == "first" else ["second", "first"]
-    for name in order:
+    threads = {name: threading.Thread(target=batch, args=(name,)) for name in entered}
+    for name in ("first", "second"):
+        threads[name].start()
+        assert entered[name].wait(10)
+    assert inside == {"first": BATCH_COLLECTION_THRESHOLD, "second": BATCH_COLLECTION_THRESHOLD}
+    for name in ["first", "second"] if first_to_end == "first" else ["second", "first"]:
         release[name].set()
-        threads[0 if name == "first" else 1].join(10)
-    assert gc.isenabled()
+        threads[name].join(10)
+    assert gc.get_threshold() == default_threshold
 
 
-def test_a_collector_turned_off_elsewhere_stays_off() -> None:
-    gc.disable()
-    with collector_paused():
-        assert not gc.isenabled()
-    assert not gc.isenabled()
+def test_a_threshold_raised_elsewhere_is_left_as_it_is(
+    default_threshold: tuple[int, int, int],
+) -> None:
+    chosen = (BATCH_COLLECTION_THRESHOLD * 2, *default_threshold[1:])
+    gc.set_threshold(*chosen)
+    with fewer_collections():
+        assert gc.get_threshold() == chosen
+    assert gc.get_threshold() == chosen

@@ -89,23 +89,29 @@ def spark_session(master: str, conf: dict[str, str] | None = None) -> SparkSessi
 BatchHandler = Callable[[DataFrame, int], None]
 
 
+# While a batch is handled, the collector's first generation is collected every this many
+# allocations instead of Python's default 700.
+BATCH_COLLECTION_THRESHOLD = 100_000
+
+
 @contextlib.contextmanager
-def collector_paused() -> Iterator[None]:
-    """Python's cyclic garbage collector off while a batch is handled. The handler makes
-    objects by the event (rows, deliveries), and every 700 of them the collector ran, its
-    fuller passes walking the driver's whole heap (Spark's, py4j's, SQLAlchemy's objects):
-    a fifth of a 50,000-event batch (BENCHMARKS.md). Reference counting still frees what
-    the batch drops; cycles wait for the collector's next run after the batch. Two
-    queries' handlers may overlap: the collector is back on once the first to have turned
-    it off ends, which is after the other began, so it never stays off."""
-    if not gc.isenabled():  # another handler has it off and turns it back on
+def fewer_collections() -> Iterator[None]:
+    """Python's cyclic garbage collector runs less often while a batch is handled. The
+    handler makes objects by the event (rows, deliveries): at the default threshold the
+    collector ran every 700 of them, its fuller passes walking the driver's whole heap
+    (Spark's, py4j's, SQLAlchemy's objects), a fifth of a 50,000-event batch (BENCHMARKS.md).
+    It still runs, every `BATCH_COLLECTION_THRESHOLD` allocations, so a long batch (a slow
+    destination) cannot pile up cyclic garbage. Two queries' handlers may overlap: the one
+    that raised the threshold restores it, and the other finds it raised and leaves it."""
+    threshold = gc.get_threshold()
+    if threshold[0] >= BATCH_COLLECTION_THRESHOLD:  # raised already (another batch) or by choice
         yield
         return
-    gc.disable()
+    gc.set_threshold(BATCH_COLLECTION_THRESHOLD, *threshold[1:])
     try:
         yield
     finally:
-        gc.enable()
+        gc.set_threshold(*threshold)
 
 
 def batch_handler(
@@ -122,7 +128,7 @@ def batch_handler(
     its checkpoint would deliver its last batch again.)"""
 
     def handle(events: DataFrame, batch_id: int) -> None:
-        with collector_paused():
+        with fewer_collections():
             handle_batch(events, batch_id)
 
     def handle_batch(events: DataFrame, batch_id: int) -> None:
