@@ -73,10 +73,11 @@ def test_a_failing_batch_puts_the_threshold_back(default_threshold: tuple[int, i
 
 
 @pytest.mark.parametrize("first_to_end", ["first", "second"])
-def test_overlapping_batches_put_the_threshold_back(
+def test_overlapping_batches_collect_less_until_the_last_ends(
     first_to_end: str, default_threshold: tuple[int, int, int]
 ) -> None:
-    """The two queries' handlers run in their own threads and may overlap."""
+    """The two queries' handlers run in their own threads and may overlap: the batch still
+    running when the other ends keeps the raised threshold."""
     entered = {"first": threading.Event(), "second": threading.Event()}
     release = {"first": threading.Event(), "second": threading.Event()}
     inside: dict[str, int] = {}
@@ -92,16 +93,22 @@ def test_overlapping_batches_put_the_threshold_back(
         threads[name].start()
         assert entered[name].wait(10)
     assert inside == {"first": BATCH_COLLECTION_THRESHOLD, "second": BATCH_COLLECTION_THRESHOLD}
-    for name in ["first", "second"] if first_to_end == "first" else ["second", "first"]:
-        release[name].set()
-        threads[name].join(10)
+    ending, staying = ("first", "second") if first_to_end == "first" else ("second", "first")
+    release[ending].set()
+    threads[ending].join(10)
+    assert not threads[ending].is_alive()
+    assert gc.get_threshold()[0] == BATCH_COLLECTION_THRESHOLD  # `staying` is still running
+    release[staying].set()
+    threads[staying].join(10)
+    assert not threads[staying].is_alive()
     assert gc.get_threshold() == default_threshold
 
 
-def test_a_threshold_raised_elsewhere_is_left_as_it_is(
-    default_threshold: tuple[int, int, int],
+@pytest.mark.parametrize("first", [BATCH_COLLECTION_THRESHOLD * 2, 0], ids=["higher", "off"])
+def test_a_threshold_chosen_elsewhere_is_left_as_it_is(
+    first: int, default_threshold: tuple[int, int, int]
 ) -> None:
-    chosen = (BATCH_COLLECTION_THRESHOLD * 2, *default_threshold[1:])
+    chosen = (first, *default_threshold[1:])
     gc.set_threshold(*chosen)
     with fewer_collections():
         assert gc.get_threshold() == chosen

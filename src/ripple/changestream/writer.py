@@ -299,9 +299,11 @@ def _mod_json(
 def _insert_sqlite(conn: Connection, rows: list[tuple[Any, ...]]) -> int:
     """SQLite: insert the records through the connection's own sqlite3 cursor, in the
     transaction SQLAlchemy began (its execution context cost a PUT's record more than
-    SQLite's work did); returns how many were inserted."""
+    SQLite's work did; another driver than pysqlite still goes through it); returns how
+    many were inserted."""
     driver = conn.connection.driver_connection
-    assert isinstance(driver, sqlite3.Connection)
+    if not isinstance(driver, sqlite3.Connection):
+        return int(conn.exec_driver_sql(_INSERT_SQLITE, rows).rowcount)
     try:
         if len(rows) == 1:  # most transactions
             cursor = driver.execute(_INSERT_SQLITE, rows[0])
@@ -309,7 +311,7 @@ def _insert_sqlite(conn: Connection, rows: list[tuple[Any, ...]]) -> int:
             cursor = driver.executemany(_INSERT_SQLITE, rows)
         inserted = cursor.rowcount
         cursor.close()
-    except sqlite3.Error as e:  # as SQLAlchemy would raise it, so writers retry a busy database
+    except sqlite3.Error as e:  # raised as SQLAlchemy raises it, for callers catching sa.exc
         raise sa.exc.DBAPIError.instance(_INSERT_SQLITE, None, e, sqlite3.Error) from e
     return inserted
 

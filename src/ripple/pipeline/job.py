@@ -90,28 +90,44 @@ BatchHandler = Callable[[DataFrame, int], None]
 
 
 # While a batch is handled, the collector's first generation is collected every this many
-# allocations instead of Python's default 700.
+# allocations (net of those freed) instead of Python's default 700.
 BATCH_COLLECTION_THRESHOLD = 100_000
+
+
+class _Batches:
+    """The batches being handled (the two queries' handlers run in their own threads and
+    may overlap), and the collector threshold to put back when the last one ends."""
+
+    lock = threading.Lock()
+    running = 0
+    restore: tuple[int, ...] | None = None
 
 
 @contextlib.contextmanager
 def fewer_collections() -> Iterator[None]:
-    """Python's cyclic garbage collector runs less often while a batch is handled. The
+    """Python's cyclic garbage collector runs less often while batches are handled. The
     handler makes objects by the event (rows, deliveries): at the default threshold the
     collector ran every 700 of them, its fuller passes walking the driver's whole heap
     (Spark's, py4j's, SQLAlchemy's objects), a fifth of a 50,000-event batch (BENCHMARKS.md).
-    It still runs, every `BATCH_COLLECTION_THRESHOLD` allocations, so a long batch (a slow
-    destination) cannot pile up cyclic garbage. Two queries' handlers may overlap: the one
-    that raised the threshold restores it, and the other finds it raised and leaves it."""
-    threshold = gc.get_threshold()
-    if threshold[0] >= BATCH_COLLECTION_THRESHOLD:  # raised already (another batch) or by choice
-        yield
-        return
-    gc.set_threshold(BATCH_COLLECTION_THRESHOLD, *threshold[1:])
+    It still runs, every `BATCH_COLLECTION_THRESHOLD` allocations, which limits what a long
+    batch (a slow destination) can pile up. The first of overlapping batches raises the
+    threshold and the last to end puts it back; a threshold of 0 (automatic collection off)
+    or one already as high is left as it is."""
+    with _Batches.lock:
+        _Batches.running += 1
+        if _Batches.running == 1:
+            threshold = gc.get_threshold()
+            if 0 < threshold[0] < BATCH_COLLECTION_THRESHOLD:
+                gc.set_threshold(BATCH_COLLECTION_THRESHOLD, *threshold[1:])
+                _Batches.restore = threshold
     try:
         yield
     finally:
-        gc.set_threshold(*threshold)
+        with _Batches.lock:
+            _Batches.running -= 1
+            if _Batches.running == 0 and _Batches.restore is not None:
+                gc.set_threshold(*_Batches.restore)
+                _Batches.restore = None
 
 
 def batch_handler(
