@@ -55,7 +55,6 @@ from typing import Any
 
 import orjson
 import pyarrow as pa
-import pyarrow.compute as pc
 import sqlalchemy as sa
 from rich.console import Console
 from rich.progress import Progress
@@ -697,7 +696,12 @@ def replay(
                     ),
                 )
                 out = stage("transform", lambda b=batches: list(transform(iter(b))))
-                table = stage("sort", lambda o=out: _in_commit_order(o))
+                table = stage(
+                    "sort",
+                    lambda o=out: job.in_commit_order(
+                        pa.Table.from_batches(o, schema=EVENT_SCHEMA)
+                    ),
+                )
                 routed = stage("route", lambda t=table: route_table(t, world.registry, 0))
                 stage(
                     "store",
@@ -709,12 +713,6 @@ def replay(
         world.store.delete(REPLAY_SUBSCRIPTION)
     totals["events"] = events
     return dict(totals)
-
-
-def _in_commit_order(batches: list[pa.RecordBatch]) -> pa.Table:
-    """As the job's handler orders a batch's events (a stable sort by commit time)."""
-    table = pa.Table.from_batches(batches, schema=EVENT_SCHEMA)
-    return table.take(pc.sort_indices(table, [("commit_ns", "ascending")]))
 
 
 def print_stage_profiles(kind: str, profiles: dict[str, cProfile.Profile], lines: int) -> None:

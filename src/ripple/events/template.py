@@ -19,9 +19,10 @@ from typing import Any, Final
 
 import orjson
 
+from ripple.changestream.values import rfc3339_ns
 from ripple.events.record import EventRecord, EventSettings, version_id
 from ripple.events.s3 import s3_events
-from ripple.events.sequencer import _utc_text, event_time, sequencer
+from ripple.events.sequencer import event_time, sequencer
 
 __all__ = ["HOLES", "TAG_HOLES", "Shape", "Template", "template_of"]
 
@@ -130,9 +131,8 @@ class _Mapper:
 
     def events(self, mod_type: str, mod: Any, tag: str, commit_ns: int) -> list[EventRecord]:
         """What `s3_events` makes of a one-record transaction of this one mod."""
-        seconds, fraction = divmod(commit_ns, 1_000_000_000)
         record = {
-            "commit_timestamp": f"{_utc_text(seconds)}.{fraction:09d}Z",
+            "commit_timestamp": rfc3339_ns(commit_ns),  # as the reader's `change_record`
             "record_sequence": "00000000",
             "server_transaction_id": "0",
             "is_last_record_in_transaction_in_partition": True,

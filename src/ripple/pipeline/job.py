@@ -30,6 +30,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import pyarrow as pa
 import pyarrow.compute as pc
 from py4j.protocol import Py4JError  # type: ignore[import-untyped]
 from pyspark.errors import StreamingQueryException
@@ -87,6 +88,13 @@ def spark_session(master: str, conf: dict[str, str] | None = None) -> SparkSessi
 
 
 BatchHandler = Callable[[DataFrame, int], None]
+
+
+def in_commit_order(events: pa.Table) -> pa.Table:
+    """A batch's events in commit order across partitions: a key's events are in one
+    partition unless a DeleteObjects or a rename of several keys recorded one of them in its
+    least key's. (A stable sort: a transaction's events keep their order.)"""
+    return events.take(pc.sort_indices(events, [("commit_ns", "ascending")]))
 
 
 # While a batch is handled, the collector's first generation is collected every this many
@@ -149,11 +157,7 @@ def batch_handler(
 
     def handle_batch(events: DataFrame, batch_id: int) -> None:
         started = time.monotonic()
-        # Commit order within the batch, across partitions: a key's events are in one
-        # partition unless a DeleteObjects or a rename of several keys recorded one of them in
-        # its least key's. (A stable sort: a transaction's events keep their order.)
-        table = events.toArrow()
-        table = table.take(pc.sort_indices(table, [("commit_ns", "ascending")]))  # stable
+        table = in_commit_order(events.toArrow())
         with deliverer.exclusive():  # routes and targets stay as they are until delivered
             if reconfigure is not None:
                 reconfigure()

@@ -195,8 +195,8 @@ def _wanted(destination: Destination, columns: _Columns, at: np.ndarray) -> np.n
     rename = columns.array("rename").take(take)
     names = columns.array("event_name").take(take)
     keys = columns.array("key").take(take)
-    distinct = pc.unique(names).to_pylist()
-    types = [n for n in distinct if any(matches(p, n) for p in destination.events)]
+    present = pc.unique(names).to_pylist()
+    types = [n for n in present if any(matches(p, n) for p in destination.events)]
     want = pc.and_(
         pc.is_in(names, pa.array(types, pa.string())),
         pc.fill_null(pc.equal(rename, destination.rename_events), True),

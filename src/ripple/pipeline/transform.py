@@ -63,6 +63,13 @@ def event_id(partition: int, sequencer: str, prefix: str = "") -> str:
     return f"{prefix}{partition}-{sequencer}"
 
 
+def event_ids(partitions: pa.Array, sequencers: pa.Array, prefix: str = "") -> pa.Array:
+    """`event_id` of every (partition, sequencer)."""
+    return pc.binary_join_element_wise(
+        prefix, pc.cast(partitions, pa.string()), "-", sequencers, ""
+    )
+
+
 def events_of_rows(
     rows: Iterable[Mapping[str, Any]],
     owner_of: Callable[[str], str],
@@ -261,15 +268,11 @@ def _merged(
     if len(simple.rows):
         take = pa.array(simple.rows)
         partition = batch.column("partition").take(take)
-        sequencer = simple.columns["sequencer"]
-        ids = pc.binary_join_element_wise(
-            prefix, pc.cast(partition, pa.string()), "-", sequencer, ""
-        )
         columns = {
             "partition": partition,
             "position": batch.column("position").take(take),
             "commit_ns": batch.column("commit_ns").take(take),
-            "event_id": ids,
+            "event_id": event_ids(partition, simple.columns["sequencer"], prefix),
             **simple.columns,
             "rename": pa.nulls(len(simple.rows), pa.string()),
         }
