@@ -18,6 +18,7 @@ from pathlib import Path
 import orjson
 import pytest
 
+from ripple.changestream.reader import ChangeStreamReader
 from ripple.metabase import (
     BucketLocation,
     Metabase,
@@ -28,12 +29,16 @@ from ripple.metabase import (
 )
 from ripple.notifications.phase1 import parse_eventing_buckets
 from ripple.notifications.registry import Registry
+from ripple.pipeline.queue import RetryQueue
 from ripple.subscriptions.store import SubscriptionStore
 from tests.pipeline.conftest import wait_for
 from tests.ripple_process import RippleProcess
 
 TOPIC = "projects/ripple-test/topics/events"
 EVENTS = 600
+# The restarted pipeline starts Spark and drains ~500 events in batches of 50: about 20 s
+# here, about 60 s with both cores busy elsewhere; a loaded CI machine gets more room.
+RESTART_TIMEOUT_S = 300.0
 
 
 class Receiver:
@@ -112,6 +117,26 @@ def pulled_keys(store: SubscriptionStore) -> list[str]:
     return [record["s3"]["object"]["key"] for record in page.to_dict()["Records"]]
 
 
+def why_not_delivered(
+    db: Metabase, receiver: Receiver, writer: Writer, pipeline: RippleProcess
+) -> str:
+    """What a failed wait needs to be understood: the keys that never arrived, whether the
+    pipeline still runs, where its consumer offsets stand against the stream's ends, its
+    retry queue and dead letters, and the end of its log (less httpx's line per request)."""
+    missing = sorted(set(writer.keys) - {key for _, key in receiver.snapshot()})
+    reader = ChangeStreamReader(db.engine)
+    ends = {p: reader.end(p) for p in range(reader.partitions())}
+    queue = RetryQueue(db.engine)
+    log = [line for line in pipeline.stderr.splitlines(True) if " httpx: " not in line]
+    return (
+        f"{len(missing)} keys never reached the webhook, e.g. {missing[:5]}; "
+        f"the pipeline's exit code: {pipeline.process.poll()} (None: running); "
+        f"consumer offsets {reader.offsets('pipeline')} of stream ends {ends}; "
+        f"retry queue {queue.length()}, "
+        f"dead letters {queue.dead_count()}; pipeline log:\n{''.join(log[-60:])}"
+    )
+
+
 def test_sigkill_while_events_flow_loses_nothing(
     db: Metabase, receiver: Receiver, tmp_path: Path, record_property: object
 ) -> None:
@@ -144,10 +169,15 @@ def test_sigkill_while_events_flow_loses_nothing(
 
     with RippleProcess(tmp_path, *args, **env) as second:
         second.wait_for_output("pipeline running")
-        wait_for(
-            lambda: {key for _, key in receiver.snapshot()} >= set(writer.keys),
-            "every event reaches the webhook after the restart",
-        )
+        try:
+            wait_for(
+                lambda: {key for _, key in receiver.snapshot()} >= set(writer.keys),
+                "every event reaches the webhook after the restart",
+                RESTART_TIMEOUT_S,
+            )
+        except AssertionError as e:
+            why = why_not_delivered(db, receiver, writer, second)
+            raise AssertionError(f"{e}: {why}") from None
         wait_for(
             lambda: len(pulled_keys(store)) >= EVENTS, "every event reaches the pull subscription"
         )
