@@ -6,7 +6,7 @@ the same records as one Spark batch job (`local[2]`, warm Python workers) `--rou
 it reports the median wall time and the median CPU the whole machine spent (from
 /proc/stat: the JVM, the Python workers and the driver alike), per event. Each round runs
 every case in turn, so a machine that slows down slows them alike. The cases go from Spark
-alone to the pipeline's whole batch, and two rearrangements of it:
+alone to the pipeline's whole batch, and three rearrangements of it:
 
   spark-only      ready-made event batches (made once per Python worker, no database)
                   through an identity mapInArrow into toArrow: Spark's own share
@@ -16,6 +16,8 @@ alone to the pipeline's whole batch, and two rearrangements of it:
                   one micro-batch of the pipeline as `ripple pipeline run` does it
   fused           the transform inside the source's read() (one Python stage fewer)
   executors       route and store inside a second mapInArrow, on the executors
+  halves          batch as two jobs at once over halves of the stream partitions (as two
+                  queries would run), so one's driver work overlaps the other's executors
   own-code        ripple's read, transform, route and store in this process, no Spark
 
 The source and transform are ripple's (`read_ranges`, `events_of_batches`) behind a batch
@@ -32,6 +34,7 @@ import argparse
 import json
 import os
 import statistics
+import threading
 import time
 import uuid
 from collections.abc import Callable, Iterator
@@ -62,7 +65,7 @@ if not console.is_terminal:  # a log file: wide enough for the lines
 CORES = 2
 TARGET_EVENTS_PER_S = 50_000
 BUDGET_US = CORES * 1e6 / TARGET_EVENTS_PER_S  # CPU µs per event at the target
-CASES = ("spark-only", "source", "transform", "batch", "fused", "executors", "own-code")
+CASES = ("spark-only", "source", "transform", "batch", "fused", "executors", "halves", "own-code")
 
 
 def busy_cpu_s() -> float:
@@ -246,6 +249,29 @@ def run_cases(
             store.store(topic, deliveries)
         return int(table.num_rows)
 
+    halves = [
+        load(ranges[: len(ranges) // 2]).mapInArrow(transform, SPARK_EVENT_SCHEMA),
+        load(ranges[len(ranges) // 2 :]).mapInArrow(transform, SPARK_EVENT_SCHEMA),
+    ]
+    driver = threading.Lock()  # as the job's deliverer lock: one batch routed at a time
+
+    def half(frame: DataFrame, collected: list[int]) -> None:
+        table = in_commit_order(frame.toArrow())
+        with driver:
+            routed = route_table(table, world.registry, 0)
+            for topic, deliveries in routed.by_topic.items():
+                store.store(topic, deliveries)
+        collected.append(int(table.num_rows))
+
+    def two_queries() -> int:
+        collected: list[int] = []
+        threads = [threading.Thread(target=half, args=(frame, collected)) for frame in halves]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        return sum(collected)
+
     def own_code() -> int:
         found = 0
         for r in ranges:
@@ -267,6 +293,7 @@ def run_cases(
         "batch": batch,
         "fused": lambda: load(fused="1").toArrow().num_rows,
         "executors": lambda: int(sum(executors.toArrow().column("stored").to_pylist())),
+        "halves": two_queries,
         "own-code": own_code,
     }
     walls: dict[str, list[float]] = {name: [] for name in chosen}
