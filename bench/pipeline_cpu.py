@@ -146,6 +146,15 @@ class RecordsReader(DataSourceReader):
         return records
 
 
+def route_and_store_table(events: pa.Table, registry: Registry, store: SubscriptionStore) -> int:
+    """Route the events and store each topic's in its pull subscriptions, as the pipeline's
+    handler does with `SubscriptionTarget`s; returns how many deliveries were stored."""
+    routed = route_table(events, registry, 0)
+    for topic, deliveries in routed.by_topic.items():
+        store.store(topic, deliveries)
+    return sum(len(deliveries) for deliveries in routed.by_topic.values())
+
+
 def identity(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
     yield from batches
 
@@ -159,13 +168,11 @@ def route_and_store(url: str, project: str, buckets: list[str], topic: str) -> C
         for bucket in buckets:
             registry.set_bucket(uuid.UUID(project), bucket, [Destination(topic)])
         db = Metabase(url)
+        store = SubscriptionStore(db)
         stored = 0
         try:
             for batch in batches:
-                routed = route_table(pa.Table.from_batches([batch]), registry, 0)
-                for name, deliveries in routed.by_topic.items():
-                    SubscriptionStore(db).store(name, deliveries)
-                    stored += len(deliveries)
+                stored += route_and_store_table(pa.Table.from_batches([batch]), registry, store)
         finally:
             db.dispose()
         yield pa.RecordBatch.from_pylist([{"stored": stored}])
@@ -244,9 +251,7 @@ def run_cases(
 
     def batch() -> int:
         table = in_commit_order(mapped.toArrow())
-        routed = route_table(table, world.registry, 0)
-        for topic, deliveries in routed.by_topic.items():
-            store.store(topic, deliveries)
+        route_and_store_table(table, world.registry, store)
         return int(table.num_rows)
 
     halves = [
@@ -258,9 +263,7 @@ def run_cases(
     def half(frame: DataFrame, collected: list[int]) -> None:
         table = in_commit_order(frame.toArrow())
         with driver:
-            routed = route_table(table, world.registry, 0)
-            for topic, deliveries in routed.by_topic.items():
-                store.store(topic, deliveries)
+            route_and_store_table(table, world.registry, store)
         collected.append(int(table.num_rows))
 
     def two_queries() -> int:
@@ -277,9 +280,7 @@ def run_cases(
         for r in ranges:
             span = [(r[0], r[1], r[2])]
             rows = pa.Table.from_batches(list(transform(read_ranges(url, DEFAULT_STREAM, span))))
-            routed = route_table(in_commit_order(rows), world.registry, 0)
-            for topic, deliveries in routed.by_topic.items():
-                store.store(topic, deliveries)
+            route_and_store_table(in_commit_order(rows), world.registry, store)
             found += rows.num_rows
         return found
 
