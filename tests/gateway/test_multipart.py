@@ -470,3 +470,33 @@ def test_concurrent_completes_queue(s3: Any, gateway: Running, three: list[bytes
     got = s3.get_object(Bucket="bkt", Key="k")
     assert got["Body"].read() == b"".join(three)
     assert got["ETag"] == _multipart_etag(three)
+
+
+def test_deleting_a_bucket_aborts_its_uploads_in_progress(s3: Any, gateway: Running) -> None:
+    s3.create_bucket(Bucket="bkt")
+    first = _upload(s3, "bkt", "a", [b"part one"])
+    second = _upload(s3, "bkt", "b/c", [b"part two", b"more"])
+    assert _parts_dir(gateway, first).is_dir()
+    answered = s3.delete_bucket(Bucket="bkt")
+    assert answered["ResponseMetadata"]["HTTPStatusCode"] == 204
+    assert not _parts_dir(gateway, first).exists()
+    assert not _parts_dir(gateway, second).exists()
+    with pytest.raises(ClientError) as info:
+        s3.list_multipart_uploads(Bucket="bkt")
+    assert _code(info) == "NoSuchBucket"
+    s3.create_bucket(Bucket="bkt")  # the name is free and the new bucket starts bare
+    assert s3.list_multipart_uploads(Bucket="bkt").get("Uploads", []) == []
+
+
+def test_a_bucket_with_an_object_is_not_deleted_and_keeps_its_uploads(
+    s3: Any, gateway: Running
+) -> None:
+    s3.create_bucket(Bucket="bkt")
+    upload_id = _upload(s3, "bkt", "a", [b"part"])
+    s3.put_object(Bucket="bkt", Key="kept", Body=b"x")
+    with pytest.raises(ClientError) as info:
+        s3.delete_bucket(Bucket="bkt")
+    assert _code(info) == "BucketNotEmpty"
+    assert _parts_dir(gateway, upload_id).is_dir()
+    listed = s3.list_multipart_uploads(Bucket="bkt")["Uploads"]
+    assert [u["UploadId"] for u in listed] == [upload_id]

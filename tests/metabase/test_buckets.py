@@ -183,13 +183,25 @@ def test_delete_bucket_with_object_is_refused(world: World) -> None:
     assert [r.object_key for r in world.rows()] == ["a"]
 
 
-def test_delete_bucket_with_pending_upload_is_refused(world: World) -> None:
+def test_delete_bucket_aborts_its_uploads_in_progress(world: World) -> None:
     loc = world.bucket("photos")
     pending = begin_object(world.db, world.loc(loc, "upload"))
+    other = begin_object(world.db, world.loc(loc, "other"))
+    aborted = delete_bucket(world.db, loc)
+    assert sorted(aborted) == sorted([pending.stream_id, other.stream_id])
+    with pytest.raises(BucketNotFound):
+        get_bucket_info(world.db, loc)
+    assert world.rows() == []
+
+
+def test_delete_bucket_with_an_object_and_an_upload_keeps_both(world: World) -> None:
+    loc = world.bucket("photos")
+    pending = begin_object(world.db, world.loc(loc, "upload"))
+    obj = world.put(loc, "a")
     with pytest.raises(BucketNotEmpty):
         delete_bucket(world.db, loc)
     assert get_bucket_info(world.db, loc).name == "photos"
-    assert world.rows() == [pending]
+    assert sorted(world.rows(), key=lambda o: o.object_key) == [obj, pending]
 
 
 def test_delete_bucket_with_only_a_delete_marker_is_refused(world: World) -> None:

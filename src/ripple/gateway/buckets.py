@@ -86,7 +86,11 @@ async def head(req: S3Request) -> Response:
 
 @operation("DELETE", "bucket", "", "DeleteBucket", "delete")
 async def delete(req: S3Request) -> Response:
-    await req.run(delete_bucket, req.db, req.bucket_location, tag=req.context.tag("delete-bucket"))
+    aborted = await req.run(
+        delete_bucket, req.db, req.bucket_location, tag=req.context.tag("delete-bucket")
+    )
+    for upload in aborted:  # S3 aborts the uploads still in progress: their parts go too
+        await req.run(req.services.data.remove_parts, upload)
     # its notifications go with it, as in S3: a bucket made again under the name starts bare
     assert req.bucket is not None
     req.services.owners.forget(req.bucket)

@@ -1,4 +1,5 @@
-"""Buckets: create, get, list, delete (only when empty), and the object lock configuration.
+"""Buckets: create, get, list, delete (only when it holds no object; uploads in progress are
+aborted), and the object lock configuration.
 
 S3 bucket names are global: a name another project holds is `BucketAlreadyExists`, one the
 same project holds is `BucketAlreadyOwnedByYou`. Object lock can only be chosen at
@@ -26,9 +27,15 @@ from ripple.metabase.errors import (
     ObjectLockNotEnabled,
     ProjectNotFound,
 )
-from ripple.metabase.rows import at_bucket, bucket_from_row, get_bucket
+from ripple.metabase.rows import (
+    at_bucket,
+    bucket_from_row,
+    delete_rows,
+    get_bucket,
+    select_rows,
+)
 from ripple.metabase.schema import buckets, objects, projects
-from ripple.metabase.types import Bucket, BucketLocation, DefaultRetention, Versioning
+from ripple.metabase.types import Bucket, BucketLocation, DefaultRetention, Status, Versioning
 
 _BUCKET_NAME = re.compile(r"^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$")
 _IP_ADDRESS = re.compile(r"^\d+\.\d+\.\d+\.\d+$")
@@ -135,21 +142,29 @@ def list_buckets(db: Metabase, project_id: uuid.UUID) -> list[Bucket]:
     return [bucket_from_row(r) for r in rows]
 
 
-def delete_bucket(db: Metabase, loc: BucketLocation, *, tag: TransactionTag | None = None) -> None:
-    """Delete an empty bucket: no versions, delete markers or pending uploads left."""
+def delete_bucket(
+    db: Metabase, loc: BucketLocation, *, tag: TransactionTag | None = None
+) -> list[uuid.UUID]:
+    """Delete a bucket that holds no object version or delete marker, aborting the multipart
+    uploads still in progress in it, as S3 does. Returns the aborted uploads' stream ids:
+    their parts are the caller's to remove after the commit."""
     with db.write((tag or TransactionTag()).defaults(operation="delete-bucket")) as conn:
         bucket = get_bucket(conn, loc, lock="update")
-        if conn.execute(sa.select(objects.c.version).where(at_bucket(loc)).limit(1)).first():
+        committed = sa.and_(at_bucket(loc), objects.c.status != int(Status.PENDING))
+        if conn.execute(sa.select(objects.c.version).where(committed).limit(1)).first():
             raise BucketNotEmpty(
-                f"bucket {loc.bucket_name!r} is not empty: delete every object version, "
-                "delete marker and pending upload in it first"
+                f"bucket {loc.bucket_name!r} is not empty: delete every object version and "
+                "delete marker in it first"
             )
+        uploads = select_rows(conn, at_bucket(loc), lock=True, data=False)
+        delete_rows(conn, uploads)
         conn.execute(
             sa.delete(buckets).where(
                 buckets.c.project_id == loc.project_id, buckets.c.name == loc.bucket_name
             )
         )
         capture_of(conn).delete("buckets", _recorded(bucket), (loc.project_id, loc.bucket_name))
+    return [upload.stream_id for upload in uploads]
 
 
 def set_object_lock_configuration(
