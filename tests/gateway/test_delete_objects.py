@@ -189,13 +189,21 @@ def test_object_lock_refuses_items_not_the_request(gateway: Running, s3: Any) ->
         ("governed", governed["VersionId"], "AccessDenied"),
     ]
     assert "legal hold" in result["Errors"][0]["Message"]
-    # asking to bypass governance is not enough without the permission to
-    bypassing = s3.delete_objects(
+    # asking to bypass governance is not enough for a restricted key without the permission
+    limited, limited_secret = create_key(
+        gateway.services.db, gateway.data_dir, "alice", bucket="locked"
+    )
+    clerk = gateway.client(limited.access_key_id, limited_secret)
+    bypassing = clerk.delete_objects(
         Bucket="locked", Delete={"Objects": items[2:]}, BypassGovernanceRetention=True
     )
     assert [e["Code"] for e in bypassing["Errors"]] == ["AccessDenied"]
     allowed, secret = create_key(
-        gateway.services.db, gateway.data_dir, "alice", allow_bypass_governance=True
+        gateway.services.db,
+        gateway.data_dir,
+        "alice",
+        bucket="locked",
+        allow_bypass_governance=True,
     )
     admin = gateway.client(allowed.access_key_id, secret)
     without = admin.delete_objects(Bucket="locked", Delete={"Objects": items[2:]})
@@ -207,6 +215,26 @@ def test_object_lock_refuses_items_not_the_request(gateway: Running, s3: Any) ->
     assert [e["Key"] for e in held_too["Errors"]] == ["held"]
     remaining = s3.list_object_versions(Bucket="locked")["Versions"]
     assert [(v["Key"], v["VersionId"]) for v in remaining] == [("held", held["VersionId"])]
+
+
+def test_the_owners_unrestricted_key_bypasses_governance_in_a_bulk_delete(s3: Any) -> None:
+    s3.create_bucket(Bucket="locked", ObjectLockEnabledForBucket=True)
+    until = datetime.now(UTC) + timedelta(days=1)
+    governed = s3.put_object(
+        Bucket="locked",
+        Key="governed",
+        Body=b"g",
+        ObjectLockMode="GOVERNANCE",
+        ObjectLockRetainUntilDate=until,
+    )
+    items = [{"Key": "governed", "VersionId": governed["VersionId"]}]
+    without = s3.delete_objects(Bucket="locked", Delete={"Objects": items})
+    assert [e["Code"] for e in without["Errors"]] == ["AccessDenied"]
+    bypassed = s3.delete_objects(
+        Bucket="locked", Delete={"Objects": items}, BypassGovernanceRetention=True
+    )
+    assert bypassed["Deleted"] == items
+    assert "Versions" not in s3.list_object_versions(Bucket="locked")
 
 
 def test_items_outside_a_restricted_keys_prefix_are_access_denied(

@@ -37,8 +37,18 @@ def vault(s3: Any) -> dict[str, Any]:
 
 
 def bypasser(gateway: Running) -> Any:
+    """A key of alice's restricted to the bucket, made with --allow-bypass-governance."""
+    return restricted(gateway, allow_bypass_governance=True)
+
+
+def restricted(gateway: Running, *, allow_bypass_governance: bool = False) -> Any:
+    """A key of alice's restricted to the bucket: not the account owner's."""
     key, secret = create_key(
-        gateway.services.db, gateway.data_dir, "alice", allow_bypass_governance=True
+        gateway.services.db,
+        gateway.data_dir,
+        "alice",
+        bucket=BUCKET,
+        allow_bypass_governance=allow_bypass_governance,
     )
     return gateway.client(key.access_key_id, secret)
 
@@ -88,10 +98,11 @@ def test_governance_is_weakened_only_with_an_allowed_bypass(
         Bucket=BUCKET, Key="k", Retention={"Mode": "GOVERNANCE", "RetainUntilDate": soon(3)}
     )
     shorter = {"Mode": "GOVERNANCE", "RetainUntilDate": soon(1)}
+    clerk = restricted(gateway)
     # without asking, and asking without the permission: refused
     for bypass in (False, True):
         with pytest.raises(ClientError) as caught:
-            s3.put_object_retention(
+            clerk.put_object_retention(
                 Bucket=BUCKET, Key="k", Retention=shorter, BypassGovernanceRetention=bypass
             )
         assert code_of(caught) == ("AccessDenied", 403)
@@ -110,7 +121,7 @@ def test_governance_is_weakened_only_with_an_allowed_bypass(
     assert s3.get_object_retention(Bucket=BUCKET, Key="k")["Retention"] == longer
     # deleting the version: refused, bypass without permission refused, with both allowed
     version = vault["VersionId"]
-    for client, bypass in ((s3, False), (s3, True), (admin, False)):
+    for client, bypass in ((clerk, False), (clerk, True), (admin, False)):
         with pytest.raises(ClientError) as caught:
             client.delete_object(
                 Bucket=BUCKET, Key="k", VersionId=version, BypassGovernanceRetention=bypass
@@ -120,12 +131,40 @@ def test_governance_is_weakened_only_with_an_allowed_bypass(
     assert "Versions" not in s3.list_object_versions(Bucket=BUCKET)
 
 
+def test_the_owners_unrestricted_key_bypasses_governance_when_it_asks(
+    s3: Any, vault: dict[str, Any]
+) -> None:
+    s3.put_object_retention(
+        Bucket=BUCKET, Key="k", Retention={"Mode": "GOVERNANCE", "RetainUntilDate": soon(3)}
+    )
+    shorter = {"Mode": "GOVERNANCE", "RetainUntilDate": soon(1)}
+    with pytest.raises(ClientError) as caught:  # the owner too must ask
+        s3.put_object_retention(Bucket=BUCKET, Key="k", Retention=shorter)
+    assert code_of(caught) == ("AccessDenied", 403)
+    s3.put_object_retention(
+        Bucket=BUCKET, Key="k", Retention=shorter, BypassGovernanceRetention=True
+    )
+    got = s3.get_object_retention(Bucket=BUCKET, Key="k")["Retention"]
+    assert got["RetainUntilDate"] == shorter["RetainUntilDate"]
+    version = vault["VersionId"]
+    with pytest.raises(ClientError) as caught:
+        s3.delete_object(Bucket=BUCKET, Key="k", VersionId=version)
+    assert code_of(caught) == ("AccessDenied", 403)
+    s3.delete_object(Bucket=BUCKET, Key="k", VersionId=version, BypassGovernanceRetention=True)
+    assert "Versions" not in s3.list_object_versions(Bucket=BUCKET)
+
+
 def test_governance_retention_is_removed_with_an_empty_document_and_bypass(
     gateway: Running, s3: Any, vault: dict[str, Any]
 ) -> None:
     s3.put_object_retention(
         Bucket=BUCKET, Key="k", Retention={"Mode": "GOVERNANCE", "RetainUntilDate": soon(1)}
     )
+    with pytest.raises(ClientError) as caught:
+        restricted(gateway).put_object_retention(
+            Bucket=BUCKET, Key="k", Retention={}, BypassGovernanceRetention=True
+        )
+    assert code_of(caught) == ("AccessDenied", 403)
     with pytest.raises(ClientError) as caught:
         s3.put_object_retention(Bucket=BUCKET, Key="k", Retention={})
     assert code_of(caught) == ("AccessDenied", 403)

@@ -166,7 +166,7 @@ def test_key_create_with_restrictions(ripple: Ripple, db: Metabase) -> None:
 def test_key_create_unrestricted(ripple: Ripple, db: Metabase) -> None:
     ripple.ok("user", "create", "alice")
     out = ripple.ok("key", "create", "alice")
-    assert out.splitlines()[0] == "user alice: every bucket"
+    assert out.splitlines()[0] == "user alice: every bucket; may bypass governance retention"
     key = Keyring(db, ripple.data_dir).key(new_key(out)[0])
     assert key is not None
     assert key.bucket is None

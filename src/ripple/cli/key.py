@@ -32,7 +32,10 @@ def key() -> None:
 @click.option(
     "--allow-bypass-governance",
     is_flag=True,
-    help="May shorten or remove governance-mode retention (x-amz-bypass-governance-retention).",
+    help=(
+        "May shorten or remove governance-mode retention (x-amz-bypass-governance-retention); "
+        "a user's unrestricted keys always may, as the account owner."
+    ),
 )
 @click.pass_context
 def key_create(

@@ -56,7 +56,7 @@ def describe(key: AccessKey) -> str:
     parts = [scope]
     if key.denied:
         parts.append("denied " + ", ".join(sorted(key.denied)))
-    if key.allow_bypass_governance:
+    if key.may_bypass_governance:
         parts.append("may bypass governance retention")
     return "; ".join(parts)
 

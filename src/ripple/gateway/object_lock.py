@@ -58,7 +58,6 @@ def parse_legal_hold(body: bytes) -> bool:
 async def put_retention(req: S3Request) -> Response:
     require_digest(req)
     retention = parse_retention(await read_document(req, SMALL_DOCUMENT))
-    assert req.access_key is not None
     await req.run(
         put_object_retention,
         req.db,
@@ -66,7 +65,7 @@ async def put_retention(req: S3Request) -> Response:
         retention,
         version_id=req.version_id(),
         bypass_governance=req.header("x-amz-bypass-governance-retention").lower() == "true",
-        can_bypass_governance=req.access_key.allow_bypass_governance,
+        can_bypass_governance=req.can_bypass_governance,
         tag=req.context.tag("put-object-retention"),
     )
     return Response(status_code=200)

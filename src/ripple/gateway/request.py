@@ -257,9 +257,10 @@ class S3Request:
 
     @property
     def can_bypass_governance(self) -> bool:
-        """Only the owner's keys allowed to may bypass governance retention."""
+        """Only the bucket owner's own keys may bypass governance retention: an unrestricted
+        one, or a restricted one made with `--allow-bypass-governance`."""
         key = self.access_key
-        return key is not None and not self.cross_project and key.allow_bypass_governance
+        return key is not None and not self.cross_project and key.may_bypass_governance
 
     @property
     def object_location(self) -> ObjectLocation:

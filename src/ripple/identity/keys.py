@@ -53,6 +53,19 @@ class AccessKey:
         if self.prefix is not None and self.bucket is None:
             raise ValueError("a prefix restriction needs a bucket restriction")
 
+    @property
+    def restricted(self) -> bool:
+        """Limited to one bucket (and maybe a prefix) or denied some actions: not the key
+        of the account owner."""
+        return self.bucket is not None or bool(self.denied)
+
+    @property
+    def may_bypass_governance(self) -> bool:
+        """An unrestricted key acts as the account owner, who holds S3's
+        `s3:BypassGovernanceRetention`; a restricted key only when made with
+        `--allow-bypass-governance`."""
+        return self.allow_bypass_governance or not self.restricted
+
     def permits(self, action: str, bucket: str | None = None, key: str | None = None) -> bool:
         """May this key do `action` (one of ACTIONS) in `bucket` on `key`?
 
