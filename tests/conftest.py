@@ -29,6 +29,7 @@ from ripple.metabase.schema import buckets, objects, projects
 from ripple.notifications.schema import bucket_notifications, eventing_changes, topics
 from ripple.pipeline.schema import dead_letters, delivery_retries
 from ripple.subscriptions.schema import subscription_events, subscriptions
+from ripple.targets.guard import default_guard, set_default_guard
 
 ADMIN_URL = os.environ.get(
     "RIPPLE_TEST_POSTGRES_URL", "postgresql://postgres@127.0.0.1:5432/postgres"
@@ -141,6 +142,15 @@ def postgres_db(postgres_url: str) -> Metabase:
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     for metabase in _migrated.values():
         metabase.dispose()
+
+
+@pytest.fixture(autouse=True)
+def _restore_destination_guard() -> Iterator[None]:
+    """The process-wide destination guard as it was: a command run in this process (the
+    `ripple` group installs the configured one), or a test, may replace it."""
+    previous = default_guard()
+    yield
+    set_default_guard(previous)
 
 
 @pytest.fixture

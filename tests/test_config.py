@@ -33,7 +33,7 @@ master = "spark://spark.example:7077"
 buckets = "{PHOTOS},{LOGS}"
 
 [destinations]
-allow = "https://hooks.example"
+allow = "hooks.example"
 
 [metrics]
 address = "127.0.0.1:9500"
@@ -47,7 +47,7 @@ FULL_SETTINGS = Settings(
     spark_master="spark://spark.example:7077",
     bucket_eventing_buckets=f"{PHOTOS},{LOGS}",
     mode="production",
-    destinations_allow="https://hooks.example",
+    destinations_allow="hooks.example",
     metrics_address="127.0.0.1:9500",
 )
 
@@ -363,3 +363,111 @@ def test_event_source_and_arn_partition(tmp_path: Path) -> None:
         load_settings(environ={"RIPPLE_ARN_PARTITION": "aws:x"})
     with pytest.raises(ConfigError, match=r"events.source \(RIPPLE_EVENT_SOURCE\) must"):
         load_settings(environ={"RIPPLE_EVENT_SOURCE": "my source"})
+
+
+# --- numbers --------------------------------------------------------------------------
+
+
+def test_numeric_settings_take_toml_numbers(tmp_path: Path) -> None:
+    """As docs/configuration.md writes them: TOML integers, and a float for the rate."""
+    config = _write(
+        tmp_path / "ripple.toml",
+        "[s3]\ndelete-rate = 100\ndelete-burst = 50\nmax-rename-keys = 10\n"
+        "[lifecycle]\ninterval = 0\n",
+    )
+    settings = load_settings(config, environ={})
+    assert (settings.delete_rate, settings.delete_burst) == (100.0, 50)
+    assert (settings.max_rename_keys, settings.lifecycle_interval) == (10, 0)
+    assert isinstance(settings.delete_rate, float)
+    _write(config, "[s3]\ndelete-rate = 2.5\n")
+    assert load_settings(config, environ={}).delete_rate == 2.5
+
+
+def test_numeric_settings_from_strings_and_variables(tmp_path: Path) -> None:
+    config = _write(tmp_path / "conf.toml", '[s3]\ndelete-rate = "0.5"\n')
+    settings = load_settings(
+        config,
+        environ={"RIPPLE_S3_DELETE_BURST": " 7 ", "RIPPLE_LIFECYCLE_INTERVAL": "60"},
+    )
+    assert (settings.delete_rate, settings.delete_burst, settings.lifecycle_interval) == (
+        0.5,
+        7,
+        60,
+    )
+    assert load_settings(environ={"RIPPLE_S3_DELETE_RATE": "250"}).delete_rate == 250.0
+    defaults = load_settings(environ={})
+    assert (defaults.delete_rate, defaults.delete_burst) == (100.0, 200)
+    assert (defaults.max_rename_keys, defaults.lifecycle_interval) == (1000, 3600)
+
+
+@pytest.mark.parametrize(
+    ("toml", "key", "says"),
+    [
+        ("[s3]\ndelete-rate = true\n", "s3.delete-rate", "not a boolean (true)"),
+        ("[lifecycle]\ninterval = false\n", "lifecycle.interval", "not a boolean (false)"),
+        ("[s3]\ndelete-rate = 0\n", "s3.delete-rate", "got 0"),
+        ("[s3]\ndelete-rate = -1.5\n", "s3.delete-rate", "got -1.5"),
+        ("[s3]\ndelete-rate = inf\n", "s3.delete-rate", "got inf"),
+        ("[s3]\ndelete-rate = nan\n", "s3.delete-rate", "got nan"),
+        ("[s3]\ndelete-burst = 2.5\n", "s3.delete-burst", "got 2.5"),
+        ("[s3]\ndelete-burst = 0\n", "s3.delete-burst", "from 1 to"),
+        ("[s3]\nmax-rename-keys = 1000001\n", "s3.max-rename-keys", "got 1000001"),
+        ("[s3]\nmax-rename-keys = [1]\n", "s3.max-rename-keys", "got a TOML list"),
+        ("[lifecycle]\ninterval = -1\n", "lifecycle.interval", "got -1"),
+        ("[lifecycle]\ninterval = 31536001\n", "lifecycle.interval", "a year at most"),
+        # huge integers: bounded, never an overflow where the value is used
+        (f"[s3]\ndelete-rate = {'9' * 400}\n", "s3.delete-rate", "more than 30 digits"),
+        (f"[lifecycle]\ninterval = {10**30}\n", "lifecycle.interval", "more than 30 digits"),
+        ('[s3]\ndelete-rate = "fast"\n', "s3.delete-rate", "got 'fast'"),
+    ],
+)
+def test_bad_numbers_in_the_file(tmp_path: Path, toml: str, key: str, says: str) -> None:
+    _write(tmp_path / "ripple.toml", toml)
+    message = _error(environ={})
+    assert message.startswith(f"ripple.toml: {key} (RIPPLE_")
+    assert says in message
+
+
+@pytest.mark.parametrize(
+    ("variable", "value"),
+    [
+        ("RIPPLE_S3_DELETE_RATE", "1e999"),  # float() would take it: infinity
+        ("RIPPLE_S3_DELETE_RATE", "inf"),
+        ("RIPPLE_S3_DELETE_RATE", "NaN"),
+        ("RIPPLE_S3_DELETE_RATE", "1_000"),
+        ("RIPPLE_S3_DELETE_RATE", "\u0661\u0662"),  # Arabic-Indic digits: float() reads them
+        ("RIPPLE_S3_DELETE_RATE", "9" * 5000),
+        ("RIPPLE_S3_DELETE_BURST", "+7"),
+        ("RIPPLE_S3_DELETE_BURST", "9" * 5000),  # past Python's 4300-digit int() limit
+        ("RIPPLE_S3_MAX_RENAME_KEYS", "\u00b2"),  # str.isdigit() takes it
+        ("RIPPLE_LIFECYCLE_INTERVAL", "3600.0"),
+        ("RIPPLE_LIFECYCLE_INTERVAL", ""),
+    ],
+)
+def test_bad_numbers_in_variables(variable: str, value: str) -> None:
+    message = _error(environ={variable: value})
+    assert f"({variable}) must be a " in message
+    assert len(message) < 200
+
+
+def test_a_too_long_integer_is_bad_toml_not_a_crash(tmp_path: Path) -> None:
+    _write(tmp_path / "ripple.toml", f"[s3]\ndelete-rate = {'9' * 5000}\n")
+    assert "not valid TOML: an integer is too long" in _error(environ={})
+
+
+# --- the destination guard -------------------------------------------------------
+
+
+def test_the_guard_of_the_settings() -> None:
+    guard = load_settings(
+        environ={"RIPPLE_MODE": "production", "RIPPLE_DESTINATIONS_ALLOW": "10.0.0.0/8"}
+    ).guard
+    assert guard.enforcing
+    assert [str(n) for n in guard.networks] == ["10.0.0.0/8"]
+    assert not load_settings(environ={}).guard.enforcing
+
+
+def test_a_bad_allow_list_entry_is_a_settings_error() -> None:
+    message = _error(environ={"RIPPLE_DESTINATIONS_ALLOW": "https://hooks.example"})
+    assert "RIPPLE_DESTINATIONS_ALLOW" in message
+    assert "'https://hooks.example' is a URL" in message

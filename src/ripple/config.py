@@ -22,9 +22,12 @@ from ripple.events import EventSettings
 from ripple.metabase.db import normalize_url
 from ripple.notifications.phase1 import EventingConfigError, parse_eventing_buckets
 from ripple.notifications.topics import Topic, parse_topics
+from ripple.numbers import NumberError, whole_number
 from ripple.snapshotter.settings import SnapshotterSettings, parse_snapshotters
+from ripple.targets.guard import DestinationGuard
 
 DEFAULT_CONFIG_FILE = "ripple.toml"
+DEFAULT_REGION = "us-east-1"  # what the gateway answers and events name when none is set
 
 
 class ConfigError(ValueError):
@@ -37,11 +40,11 @@ class Settings:
     database_url: str = ""  # empty: SQLite file `metabase.db` in the data directory
     s3_address: str = "127.0.0.1:9000"
     s3_domain: str = ""  # virtual-hosted-style requests: BUCKET.<domain>
-    delete_rate: str = "100"  # delete operations per second per project (token bucket)
-    delete_burst: str = "200"
-    max_rename_keys: str = "1000"  # keys one prefix rename may move
-    lifecycle_interval: str = "3600"  # seconds between lifecycle runs in `ripple up`; 0: none
-    region: str = ""
+    delete_rate: float = 100.0  # delete operations per second per project (token bucket)
+    delete_burst: int = 200
+    max_rename_keys: int = 1000  # keys one prefix rename may move
+    lifecycle_interval: int = 3600  # seconds between lifecycle runs in `ripple up`; 0: none
+    region: str = ""  # empty: none configured; events and the gateway say `us-east-1`
     spark_master: str = "local[*]"
     bucket_eventing_buckets: str = ""
     mode: str = "dev"
@@ -83,10 +86,26 @@ class Settings:
         return f"sqlite:///{(self.data_dir / 'metabase.db').as_posix()}"
 
     @property
+    def effective_region(self) -> str:
+        """The region in force: the configured one, or `us-east-1`, as S3 says for none."""
+        return self.region or DEFAULT_REGION
+
+    @property
+    def guard(self) -> DestinationGuard:
+        """The destination guard `mode` and `destinations.allow` ask for (`load_settings`
+        already checked them; `ConfigError` naming the entry otherwise)."""
+        try:
+            return DestinationGuard.from_settings(self)
+        except ValueError as e:
+            raise ConfigError(str(e)) from e
+
+    @property
     def event_settings(self) -> EventSettings:
         """What event messages say that no change record does: source, region, partition."""
         return EventSettings(
-            event_source=self.event_source, region=self.region, arn_partition=self.arn_partition
+            event_source=self.event_source,
+            region=self.region,
+            arn_partition=self.arn_partition,
         )
 
     @property
@@ -124,8 +143,35 @@ _KEYS: dict[str, tuple[str, str]] = {
 }
 # keys whose value is true or false (a TOML boolean, or a string such as "true" or "0")
 _FLAGS = {"topics.allow-secrets-in-cleartext"}
-# keys whose value is a whole number (a TOML integer, or a string of digits)
-_INTEGERS = {"s3.max-rename-keys", "lifecycle.interval"}
+
+
+@dataclass(frozen=True)
+class _Number:
+    """What a numeric setting takes: a TOML number or a string of one, within bounds (so a
+    huge value is a clear refusal, never an overflow where it is used)."""
+
+    least: int
+    most: int
+    whole: bool = True  # False: fractions too (a TOML float, or "2.5")
+    above: bool = False  # True: every value above `least`, not `least` itself
+    note: str = ""
+
+    def wanted(self) -> str:
+        kind = "a whole number" if self.whole else "a number"
+        bounds = f"above {self.least}, at most" if self.above else f"from {self.least} to"
+        note = f" ({self.note})" if self.note else ""
+        return f"{kind} {bounds} {self.most}{note}"
+
+
+# keys whose value is a number: a TOML integer (or float, where fractions make sense), or
+# a string of one (an environment variable)
+_NUMBERS: dict[str, _Number] = {
+    "s3.delete-rate": _Number(0, 1_000_000_000, whole=False, above=True, note="per second"),
+    "s3.delete-burst": _Number(1, 1_000_000_000),
+    "s3.max-rename-keys": _Number(1, 1_000_000),
+    "lifecycle.interval": _Number(0, 31_536_000, note="seconds, a year at most; 0: no runs"),
+}
+_DECIMAL = re.compile(r"[0-9]{1,30}(?:\.[0-9]{0,30})?|\.[0-9]{1,30}")
 _TRUE = ("true", "yes", "on", "1")
 _FALSE = ("false", "no", "off", "0", "")
 _MODES = ("dev", "production")
@@ -149,6 +195,8 @@ def _from_file(path: Path) -> dict[str, Any]:
             raw = tomllib.load(f)
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(f"{path}: not valid TOML: {exc}") from exc
+    except ValueError as exc:  # an integer of more digits than Python converts (4300)
+        raise ConfigError(f"{path}: not valid TOML: an integer is too long to read") from exc
     values: dict[str, Any] = {}
     if "topics" in raw:
         tables = raw.pop("topics")
@@ -176,9 +224,9 @@ def _from_file(path: Path) -> dict[str, Any]:
             value = ",".join(str(v) for v in value)
         if isinstance(value, bool) and key in _FLAGS:
             value = "true" if value else "false"
-        if isinstance(value, int) and not isinstance(value, bool) and key in _INTEGERS:
-            value = str(value)
-        if not isinstance(value, str):
+        if key in _NUMBERS:
+            value = _number(key, value, f"{path}: ")  # a TOML number, or a string of one
+        elif not isinstance(value, str):
             raise ConfigError(f"{path}: {key} must be a string, got {type(value).__name__}")
         values[_KEYS[key][0]] = value
     return values
@@ -189,6 +237,44 @@ def _parse_eventing_buckets(value: str) -> dict[tuple[uuid.UUID, str], str]:
         return parse_eventing_buckets(value)
     except EventingConfigError as e:
         raise ConfigError(f"bucket-eventing.buckets (RIPPLE_BUCKET_EVENTING_BUCKETS): {e}") from e
+
+
+def _number(key: str, value: object, where: str = "") -> int | float:
+    """A numeric setting's value (`_NUMBERS`), or `ConfigError` saying what it takes."""
+    spec = _NUMBERS[key]
+    problem = f"{where}{key} ({_KEYS[key][1]}) must be {spec.wanted()}"
+    number: int | float
+    if isinstance(value, bool):  # a TOML true is no number, though Python counts it one
+        raise ConfigError(f"{problem}, not a boolean ({str(value).lower()})")
+    if isinstance(value, int | float):
+        number = value
+    elif isinstance(value, str):
+        text = value.strip()
+        if spec.whole:
+            try:  # ASCII digits only, their count bounded before converting
+                number = whole_number(text, key, least=spec.least, most=spec.most)
+            except NumberError:
+                raise ConfigError(f"{problem}, got {_shown(text)}") from None
+        elif _DECIMAL.fullmatch(text):
+            number = float(text)
+        else:
+            raise ConfigError(f"{problem}, got {_shown(text)}")
+    else:
+        raise ConfigError(f"{problem}, got a TOML {type(value).__name__}")
+    if spec.whole and isinstance(number, float):
+        raise ConfigError(f"{problem}, got {number!r}")
+    low = number > spec.least if spec.above else number >= spec.least
+    if not (low and number <= spec.most):  # false for NaN too
+        raise ConfigError(f"{problem}, got {_shown(number)}")
+    return number if spec.whole else float(number)
+
+
+def _shown(value: object) -> str:
+    """A value as an error message shows it: short, whatever its size."""
+    if isinstance(value, int) and abs(value) >= 10**30:
+        return "a number of more than 30 digits"
+    text = repr(value)
+    return text if len(text) <= 40 else text[:40] + "…"
 
 
 def _masked(url: str) -> str:
@@ -228,6 +314,10 @@ def load_settings(
         if not typed["data_dir"]:
             raise ConfigError("data-dir (RIPPLE_DATA_DIR) must not be empty")
         typed["data_dir"] = Path(typed["data_dir"])
+    for key in _NUMBERS:
+        name = _KEYS[key][0]
+        if name in typed:
+            typed[name] = _number(key, typed[name])
     for key in _FLAGS:
         name, variable = _KEYS[key]
         if name in typed:
@@ -247,27 +337,8 @@ def load_settings(
                 "use sqlite:///PATH or postgresql://USER@HOST:PORT/DATABASE"
             ) from e
     _parse_eventing_buckets(settings.bucket_eventing_buckets)
+    settings.guard  # noqa: B018 - checks destinations.allow
     settings.snapshotters  # noqa: B018 - checks every [snapshotters.NAME] table
-    for name, value in (
-        ("s3.delete-rate (RIPPLE_S3_DELETE_RATE)", settings.delete_rate),
-        ("s3.delete-burst (RIPPLE_S3_DELETE_BURST)", settings.delete_burst),
-    ):
-        try:
-            ok = float(value) > 0
-        except ValueError:
-            ok = False
-        if not ok:
-            raise ConfigError(f"{name} must be a positive number, got {value!r}")
-    if not settings.max_rename_keys.isdigit() or int(settings.max_rename_keys) < 1:
-        raise ConfigError(
-            "s3.max-rename-keys (RIPPLE_S3_MAX_RENAME_KEYS) must be a positive whole number, "
-            f"got {settings.max_rename_keys!r}"
-        )
-    if not settings.lifecycle_interval.isdigit():
-        raise ConfigError(
-            "lifecycle.interval (RIPPLE_LIFECYCLE_INTERVAL) must be a whole number of seconds "
-            f"(0: no scheduled lifecycle runs), got {settings.lifecycle_interval!r}"
-        )
     if not settings.event_source or any(c.isspace() for c in settings.event_source):
         raise ConfigError("events.source (RIPPLE_EVENT_SOURCE) must be non-empty, without spaces")
     if not re.fullmatch(r"[a-z0-9-]+", settings.arn_partition):

@@ -12,6 +12,7 @@ import click
 import pytest
 from click.testing import CliRunner, Result
 
+from ripple.cli import cli
 from ripple.cli.snapshot_archive import commands
 from ripple.config import Settings
 from ripple.snapshotter.compact import parse_size
@@ -19,6 +20,7 @@ from ripple.snapshotter.index.sqlite import SqliteIndex
 from ripple.snapshotter.service import Snapshotter
 from ripple.snapshotter.settings import SnapshotterSettings
 from ripple.snapshotter.storage import FilesystemStorage
+from ripple.targets.guard import DestinationGuard, default_guard, set_default_guard
 from tests.receiver import receiver
 
 T0 = 1_760_000_000_000  # 2025-10-09T08:53:20Z
@@ -118,6 +120,28 @@ def test_replay_to_a_failing_webhook_reports_and_fails(data_dir: Path) -> None:
     assert len(posts) == 4  # two events, each tried twice
     assert "not delivered: 0-0: " in result.stderr
     assert "2 of 2 events not delivered" in result.stderr
+
+
+def test_replay_applies_the_configured_destination_guard(data_dir: Path, runner: CliRunner) -> None:
+    """Through the `ripple` command itself: in production mode `--to` a loopback webhook is
+    refused before anything is sent (issue 24: it used to ignore `mode`), and the allow
+    list lets it through."""
+    args = ["snapshot", "replay", "--writer", "w", "--until", str(T0), "--to"]
+    env = {"RIPPLE_DATA_DIR": str(data_dir), "RIPPLE_MODE": "production"}
+    with receiver() as hook:
+        refused = runner.invoke(cli, [*args, hook.url], env=env)
+        assert refused.exit_code == 2, refused.output
+        assert "destination 127.0.0.1 is a loopback address, refused" in refused.stderr
+        assert hook.posts == []
+        allowed = {**env, "RIPPLE_DESTINATIONS_ALLOW": "127.0.0.1"}
+        delivered = runner.invoke(cli, [*args, hook.url], env=allowed)
+        assert delivered.exit_code == 0, delivered.output
+        assert len(hook.posts) == 1
+    # not only replay: the `ripple` group installs the configured guard for every command
+    set_default_guard(DestinationGuard())
+    status = runner.invoke(cli, ["db", "status"], env=env)
+    assert "newest" in status.output, status.output
+    assert default_guard().enforcing
 
 
 def test_replay_refuses_a_pull_only_destination(data_dir: Path) -> None:

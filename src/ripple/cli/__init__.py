@@ -24,6 +24,7 @@ from ripple.cli.subscription import subscription
 from ripple.cli.up import up
 from ripple.cli.user import user
 from ripple.config import ConfigError, load_settings
+from ripple.targets.guard import set_default_guard
 
 __all__ = ["cli", "main"]
 
@@ -48,9 +49,13 @@ def cli(ctx: click.Context, config_file: Path | None) -> None:
     Start with `ripple up`, which needs no configuration.
     """
     try:
-        ctx.obj = load_settings(config_file)
+        ctx.obj = settings = load_settings(config_file)
     except ConfigError as e:
         raise click.ClickException(str(e)) from e
+    # Every command runs under the configured destination guard, installed here, before
+    # any of them can build a target: none can forget it, nor reach a destination the
+    # settings' mode refuses (`ripple snapshot replay --to`, as much as `ripple up`).
+    set_default_guard(settings.guard)
 
 
 for command in (

@@ -30,10 +30,13 @@ and `check_address` checks it again before any connection. At connection time a 
 does not resolve raises `OSError` (`socket.gaierror`): a passing failure, like a refused
 connection. In dev mode nothing is resolved: `check_address` answers `[host]`.
 
-The services set the process-wide guard from their settings at start
-(`set_default_guard(DestinationGuard.from_settings(settings))`); until then `default_guard()`
-is dev mode with an empty allow list. What each target does with the answer (and the
-window a library that resolves names itself leaves) is in docs/targets.md.
+The `ripple` command installs the process-wide guard its settings ask for
+(`set_default_guard(settings.guard)`) before any of its commands starts, so every command
+that can reach a destination applies it; the pipeline and the gateway install theirs again
+when they are built from settings (for callers that are not the command). Only code that
+never loaded settings (a library user, a test) sees the initial dev-mode guard. What each
+target does with the answer (and the window a library that resolves names itself leaves) is
+in docs/targets.md.
 """
 
 from __future__ import annotations
