@@ -244,6 +244,28 @@ def test_the_destination_guard_is_applied(gateway: Running, sns: Any) -> None:
     assert gateway.services.eventing.list_topics() == []
 
 
+def test_a_pubsub_endpoint_and_project_are_checked_by_the_guard(gateway: Running, sns: Any) -> None:
+    """Issue 24: a Pub/Sub topic's `endpoint` (a gRPC target) is checked when the topic is
+    made, in every spelling gRPC takes; and the project must be allowed, endpoint or not."""
+    pubsub = {"push-endpoint": "pubsub://projects/my-team/topics/photos"}
+    set_default_guard(DestinationGuard("pubsub:projects/my-team", "production"))
+    for endpoint, says in (
+        ("ipv4:127.0.0.1:8085", "destination 127.0.0.1 is a loopback address"),
+        ("dns:///%31%36%39.254.169.254:80", "169.254.169.254 is a cloud metadata address"),
+        ("unix:/run/emulator.sock", "'unix:/run/emulator.sock' is a local socket"),
+    ):
+        attributes = {**pubsub, "endpoint": endpoint}
+        code, message, status = error_of(sns.create_topic, Name="photos", Attributes=attributes)
+        assert (code, status) == ("InvalidParameter", 400)
+        assert says in message
+    set_default_guard(DestinationGuard("", "production"))
+    for attributes in (pubsub, {**pubsub, "endpoint": "203.0.113.7:443"}):
+        code, message, _ = error_of(sns.create_topic, Name="photos", Attributes=attributes)
+        assert code == "InvalidParameter"
+        assert "add pubsub:projects/my-team to RIPPLE_DESTINATIONS_ALLOW" in message
+    assert gateway.services.eventing.list_topics() == []
+
+
 # --- ListTopics, DeleteTopic --------------------------------------------------------------------
 
 

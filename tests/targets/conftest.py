@@ -1,4 +1,5 @@
-"""Shared helpers for the target tests: realistic deliveries, and no proxies on loopback.
+"""Shared helpers for the target tests: realistic deliveries, no proxies on loopback, and
+the destination guard made process-wide (`use`) with a test DNS (`dns`).
 
 `delivery(...)` builds one S3 event record (2.1) the way the pipeline does and wraps it in a
 `Delivery`: body `{"Records":[event]}`, attributes eventName, bucket, key, sequencer.
@@ -7,11 +8,14 @@
 from __future__ import annotations
 
 import hashlib
+import socket
+from collections.abc import Callable
 from typing import Any
 
 import pytest
 
 from ripple.targets.base import Delivery
+from ripple.targets.guard import DestinationGuard, set_default_guard
 
 BUCKET = "photos"
 SEQUENCER_BASE = 0x18EA07F04CD9E115  # 2026-11-21T10:15:30.123456789Z in UNIX ns
@@ -87,3 +91,52 @@ def delivery(key: str = "2026/cat.jpg", *, n: int = 0, **fields: Any) -> Deliver
         },
         batch_id=7,
     )
+
+
+# the destination guard: made the process-wide one, and names it resolves -------------
+
+Use = Callable[..., DestinationGuard]
+
+
+@pytest.fixture
+def use() -> Use:
+    """Make a guard the process-wide one (production mode unless told otherwise)."""
+
+    def make(allow: str = "", mode: str = "production") -> DestinationGuard:
+        guard = DestinationGuard(allow, mode)
+        set_default_guard(guard)
+        return guard
+
+    return make
+
+
+@pytest.fixture
+def dns(monkeypatch: pytest.MonkeyPatch) -> dict[str, list[str]]:
+    """A name -> addresses table `socket.getaddrinfo` answers from; change it to re-point."""
+    table: dict[str, list[str]] = {}
+    real = socket.getaddrinfo
+
+    def getaddrinfo(host: Any, port: Any, *args: Any, **kwargs: Any) -> list[Any]:
+        name = host.decode() if isinstance(host, bytes) else str(host)
+        if name.lower() in table:
+            return [_info(a, int(port or 0)) for a in table[name.lower()]]
+        if name == "localhost" or _literal(name):
+            return real(host, port, *args, **kwargs)
+        raise socket.gaierror(socket.EAI_NONAME, f"{name!r} is not in the test's DNS")
+
+    monkeypatch.setattr(socket, "getaddrinfo", getaddrinfo)
+    return table
+
+
+def _literal(name: str) -> bool:
+    try:
+        socket.inet_pton(socket.AF_INET6 if ":" in name else socket.AF_INET, name)
+    except OSError:
+        return False
+    return True
+
+
+def _info(address: str, port: int) -> tuple[Any, ...]:
+    if ":" in address:
+        return (socket.AF_INET6, socket.SOCK_STREAM, 6, "", (address, port, 0, 0))
+    return (socket.AF_INET, socket.SOCK_STREAM, 6, "", (address, port))

@@ -33,9 +33,10 @@ class Received:
 
 
 class FakePublisher:
-    """`with FakePublisher() as fake:` serves on `fake.endpoint` ("127.0.0.1:<port>")."""
+    """`with FakePublisher() as fake:` serves on `fake.endpoint` ("127.0.0.1:<port>"), and
+    on the Unix socket `unix` too when one is given."""
 
-    def __init__(self) -> None:
+    def __init__(self, unix: str | None = None) -> None:
         self.messages: list[Received] = []
         self.calls = 0  # Publish RPCs received, failed ones included
         self._failures: list[tuple[grpc.StatusCode, str]] = []
@@ -55,6 +56,8 @@ class FakePublisher:
         self._server.add_generic_rpc_handlers((handler,))
         self.port = self._server.add_insecure_port("127.0.0.1:0")
         self.endpoint = f"127.0.0.1:{self.port}"
+        if unix is not None:
+            self._server.add_insecure_port(f"unix:{unix}")
 
     def __enter__(self) -> FakePublisher:
         self._server.start()

@@ -9,7 +9,6 @@ Every test leaves the process-wide guard as it found it.
 
 from __future__ import annotations
 
-import socket
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -40,7 +39,7 @@ from ripple.targets.pubsub import PubSubTarget
 from ripple.targets.redis import from_arguments as redis_target
 from ripple.targets.webhook import WebhookConfig, WebhookTarget
 from tests.conftest import service_missing
-from tests.targets.conftest import delivery
+from tests.targets.conftest import Use, delivery
 from tests.targets.pubsub_fake import FakePublisher
 from tests.targets.test_amqp import URL as AMQP_URL
 from tests.targets.test_amqp import fresh_route
@@ -48,58 +47,6 @@ from tests.targets.test_webhook import HookServer
 
 PUBLIC = "203.0.113.7"  # TEST-NET-3: a stand-in for a public address
 ALLOW_LOOPBACK = {"RIPPLE_MODE": "production", "RIPPLE_DESTINATIONS_ALLOW": "127.0.0.1/32"}
-Use = Callable[..., DestinationGuard]
-
-
-@pytest.fixture(autouse=True)
-def _restore_guard() -> Iterator[None]:
-    previous = default_guard()
-    yield
-    set_default_guard(previous)
-
-
-@pytest.fixture
-def use() -> Use:
-    """Make a guard the process-wide one (production mode unless told otherwise)."""
-
-    def make(allow: str = "", mode: str = "production") -> DestinationGuard:
-        guard = DestinationGuard(allow, mode)
-        set_default_guard(guard)
-        return guard
-
-    return make
-
-
-@pytest.fixture
-def dns(monkeypatch: pytest.MonkeyPatch) -> dict[str, list[str]]:
-    """A name -> addresses table `socket.getaddrinfo` answers from; change it to re-point."""
-    table: dict[str, list[str]] = {}
-    real = socket.getaddrinfo
-
-    def getaddrinfo(host: Any, port: Any, *args: Any, **kwargs: Any) -> list[Any]:
-        name = host.decode() if isinstance(host, bytes) else str(host)
-        if name.lower() in table:
-            return [_info(a, int(port or 0)) for a in table[name.lower()]]
-        if name == "localhost" or _literal(name):
-            return real(host, port, *args, **kwargs)
-        raise socket.gaierror(socket.EAI_NONAME, f"{name!r} is not in the test's DNS")
-
-    monkeypatch.setattr(socket, "getaddrinfo", getaddrinfo)
-    return table
-
-
-def _literal(name: str) -> bool:
-    try:
-        socket.inet_pton(socket.AF_INET6 if ":" in name else socket.AF_INET, name)
-    except OSError:
-        return False
-    return True
-
-
-def _info(address: str, port: int) -> tuple[Any, ...]:
-    if ":" in address:
-        return (socket.AF_INET6, socket.SOCK_STREAM, 6, "", (address, port, 0, 0))
-    return (socket.AF_INET, socket.SOCK_STREAM, 6, "", (address, port))
 
 
 def refused(action: Callable[[], object]) -> str:

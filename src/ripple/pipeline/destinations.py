@@ -134,11 +134,6 @@ def push_target(topic: Topic) -> Target | None:
             target = webhook.from_arguments(topic.name, topic.push_endpoint, arguments)
         case "pubsub":
             target = pubsub.from_arguments(topic.name, topic.pubsub_topic, arguments)
-            if topic.label and target.address is None:  # an API topic, to Google itself:
-                try:  # published with ripple's own credentials, so only allowed projects
-                    default_guard().check_pubsub_topic(topic.pubsub_topic)
-                except DestinationRefused as e:
-                    raise ValueError(f"topic {topic.name!r}: {e}") from None
         case "snapshot":
             assert endpoint is not None
             target = snapshot.from_arguments(topic.name, endpoint.path, arguments)
@@ -154,14 +149,13 @@ def push_target(topic: Topic) -> Target | None:
                     f"{', '.join(map(repr, extra))} would do nothing; remove them"
                 )
             return None
-    hosts = [endpoint.host] if endpoint is not None and endpoint.host else []
-    if isinstance(target, pubsub.PubSubTarget) and target.address is not None:
-        hosts.append(target.address[0])  # an emulator's endpoint argument
-    for host in hosts:
-        try:
-            default_guard().check_host(host)
-        except DestinationRefused as e:
-            raise ValueError(f"topic {topic.name!r}: {e}") from None
+    try:
+        if endpoint is not None and endpoint.host:
+            default_guard().check_host(endpoint.host)
+        if isinstance(target, pubsub.PubSubTarget):  # its endpoint argument; an API topic's
+            target.check(default_guard(), api_topic=bool(topic.label))  # project too
+    except DestinationRefused as e:
+        raise ValueError(f"topic {topic.name!r}: {e}") from None
     opaque = topic.arguments.get("OpaqueData")
     if opaque is not None:
         target = OpaqueDataTarget(target, opaque)

@@ -14,9 +14,10 @@ opens a connection (`check_address`), because what a name resolves to can change
   IPv6 (::ffff:a.b.c.d, 6to4) is judged by its IPv4 address.
 
 `destinations.allow` (`RIPPLE_DESTINATIONS_ALLOW`) lets chosen destinations through in
-production: a comma-separated list of CIDRs (`10.0.0.0/8`, `::1/128`, or one address) and
+production: a comma-separated list of CIDRs (`10.0.0.0/8`, `::1/128`, or one address),
 host patterns (`hooks.example.com`, or `*.example.com` for every name below it, at any
-depth; case-insensitive). A host name matching a pattern is allowed whatever it resolves to;
+depth; case-insensitive) and local sockets of gRPC targets (`unix:/run/emulator.sock`).
+A host name matching a pattern is allowed whatever it resolves to;
 otherwise every address it resolves to must be allowed (inside a listed CIDR, or none of the
 kinds above).
 
@@ -24,6 +25,15 @@ Google Pub/Sub topics are not reached by address: ripple publishes to them with 
 Google credentials, so in production a topic made through the API may name a Pub/Sub topic
 only in a Google Cloud project the allow list names as `pubsub:projects/PROJECT`
 (`check_pubsub_topic`). Topics of the configuration file are the operator's and not checked.
+
+An explicit Pub/Sub `endpoint` is a gRPC target, which gRPC reads as a URI whose scheme
+picks a resolver (`ripple.targets.grpc_targets` reads it the same way). In production
+`check_grpc_target` checks each address it names, as above; a local socket (`unix:PATH`,
+`unix-abstract:NAME`, `vsock:CID:PORT`) is refused unless the allow list names that socket
+exactly (`unix:/run/emulator.sock`: a socket can reach the machine's own daemons, which no
+address check sees); and so is what cannot be checked: a target gRPC would read otherwise
+than this module can, a DNS server of its own (`dns://AUTHORITY/…`: it could answer what the
+system's resolver does not) and the discovery schemes (`xds:`, `google-c2p:`).
 
 A name that does not resolve when a topic is configured passes: DNS may not be ready yet,
 and `check_address` checks it again before any connection. At connection time a name that
@@ -45,6 +55,8 @@ import ipaddress
 import re
 import socket
 from typing import TYPE_CHECKING
+
+from ripple.targets.grpc_targets import LOCAL_SCHEMES, local_entry, parse_grpc_target
 
 if TYPE_CHECKING:
     from ripple.config import Settings
@@ -125,10 +137,17 @@ class DestinationGuard:
         networks: list[IPNetwork] = []
         patterns: list[str] = []
         projects: list[str] = []
+        sockets: list[str] = []
         for raw in allow.split(","):
             entry = raw.strip()
             if entry.startswith(_PUBSUB):
                 projects.append(_pubsub_project(entry))
+                continue
+            if entry.partition(":")[0].lower() in LOCAL_SCHEMES:
+                try:
+                    sockets.append(local_entry(entry))
+                except ValueError as e:
+                    raise ValueError(f"{SETTING}: entry {entry!r}: {e}") from None
                 continue
             parsed = _parse_entry(entry) if entry else None
             if isinstance(parsed, str):
@@ -138,6 +157,7 @@ class DestinationGuard:
         self.networks = tuple(networks)
         self.patterns = tuple(patterns)
         self.pubsub_projects = frozenset(projects)
+        self.local_sockets = frozenset(sockets)
 
     @classmethod
     def from_settings(cls, settings: Settings) -> DestinationGuard:
@@ -150,7 +170,7 @@ class DestinationGuard:
         return self.mode == "production"
 
     def __repr__(self) -> str:
-        allowed = ",".join([*map(str, self.networks), *self.patterns])
+        allowed = ",".join([*map(str, self.networks), *self.patterns, *self.local_sockets])
         return f"DestinationGuard(allow={allowed!r}, mode={self.mode!r})"
 
     def allows_name(self, host: str) -> bool:
@@ -196,6 +216,45 @@ class DestinationGuard:
                 f"so a topic may name only projects the operator allows; add "
                 f"pubsub:projects/{project} to {SETTING} if this one is meant"
             )
+
+    def check_grpc_target(self, target: str, *, connecting: bool = False) -> None:
+        """A gRPC target (an explicit Pub/Sub endpoint), in production: every address it
+        names checked as `check_host` does, or `check_address` when `connecting` (then
+        `OSError` if a name does not resolve); `DestinationRefused` for a local socket the
+        allow list does not name, and for what cannot be checked (see the module
+        docstring)."""
+        if not self.enforcing:
+            return
+        try:
+            parsed = parse_grpc_target(target)
+        except ValueError as e:
+            raise DestinationRefused(
+                f"{e}: refused in production mode, which connects only where it can check "
+                "(write HOST:PORT, dns:///HOST:PORT, ipv4:ADDRESS:PORT or ipv6:[ADDRESS]:PORT)"
+            ) from None
+        if parsed.local:
+            if parsed.local not in self.local_sockets:
+                raise DestinationRefused(
+                    f"destination {parsed.local!r} is a local socket, refused in production "
+                    f"mode; if it is intended, add {parsed.local} to {SETTING}"
+                )
+            return
+        if parsed.discovered:
+            raise DestinationRefused(
+                f"gRPC target {target!r}: {parsed.scheme}: lets a control plane choose the "
+                "destination, which the guard cannot check; refused in production mode"
+            )
+        if parsed.authority:
+            raise DestinationRefused(
+                f"gRPC target {target!r} asks its own DNS server {parsed.authority!r}, whose "
+                "answers the guard cannot check; refused in production mode "
+                "(write dns:///HOST:PORT)"
+            )
+        for host, port in parsed.addresses:
+            if connecting:
+                self.check_address(host, port)
+            else:
+                self.check_host(host)
 
     def check_address(self, host: str, port: int) -> list[str]:
         """Connection time: the addresses of `host` a target may connect to, in the order

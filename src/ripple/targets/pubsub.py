@@ -8,10 +8,11 @@ gets the ordering key `bucket/key`, so one object's events arrive in the order t
 published: commit order, but for a key's event recorded by a multi-key DeleteObjects or
 rename, which a backlog can send a micro-batch early (docs/targets.md).
 
-Connection: an explicit `endpoint` ("127.0.0.1:8085": an emulator or a test server) is
-spoken to over an insecure gRPC channel without credentials; otherwise `PUBSUB_EMULATOR_HOST`,
-when set, does the same (the client library reads it); otherwise the client connects to
-pubsub.googleapis.com with Google application default credentials.
+Connection: an explicit `endpoint` (a gRPC target: "127.0.0.1:8085", `dns:///host:port`,
+`ipv4:…`, `unix:/path`…: an emulator or a test server) is spoken to over an insecure gRPC
+channel without credentials; otherwise `PUBSUB_EMULATOR_HOST`, when set, does the same (the
+client library reads it); otherwise the client connects to pubsub.googleapis.com with Google
+application default credentials.
 
 Retries are the pipeline's (it owns backoff, the retry queue and dead letters), so every
 publish is made with `retry=None` and a `timeout` of `timeout_s`: one failed RPC answers
@@ -22,10 +23,14 @@ INVALID_ARGUMENT, NOT_FOUND, PERMISSION_DENIED and UNAUTHENTICATED are `permanen
 other failure (UNAVAILABLE, DEADLINE_EXCEEDED, a timeout, …) is `retry`. A failure pauses
 its ordering key in the client; the target resumes it, so later batches can proceed.
 
-An explicit `endpoint` is checked by the destination guard (`ripple.targets.guard`) before
-each batch (a refused one answers the batch `permanent`); gRPC resolves the name itself and
-re-resolves it on its own schedule, so a change between two batches is seen at the next one.
-Google's endpoint and `PUBSUB_EMULATOR_HOST` (the operator's choice) are not checked.
+The destination guard (`ripple.targets.guard`) judges the topic when it is configured
+(`check`): an explicit `endpoint` is read as gRPC reads it (`ripple.targets.grpc_targets`)
+and every address it names is checked, a local socket refused unless allowed; and a topic
+made through the API may name only a Pub/Sub project the allow list names, endpoint or not.
+The endpoint is checked again before each batch (a refused one answers the batch
+`permanent`); gRPC resolves the name itself and re-resolves it on its own schedule, so a
+change between two batches is seen at the next one. Google's endpoint and
+`PUBSUB_EMULATOR_HOST` (the operator's choice) are not checked.
 """
 
 from __future__ import annotations
@@ -37,7 +42,6 @@ import time
 from collections.abc import Mapping, Sequence
 from concurrent.futures import Future
 from typing import Any
-from urllib.parse import urlsplit
 
 import grpc  # type: ignore[import-untyped]
 from google.api_core import exceptions as api_exceptions
@@ -46,7 +50,7 @@ from google.pubsub_v1.services.publisher.transports.grpc import PublisherGrpcTra
 
 from ripple.targets.arguments import flag, positive
 from ripple.targets.base import OK, Delivery, Outcome, Result, one_line
-from ripple.targets.guard import DestinationRefused, default_guard
+from ripple.targets.guard import DestinationGuard, DestinationRefused, default_guard
 
 __all__ = ["PubSubTarget", "from_arguments", "ordering_key"]
 
@@ -78,8 +82,8 @@ class PubSubTarget:
             raise ValueError(f"topic {topic!r} is not of the form projects/PROJECT/topics/TOPIC")
         if not timeout_s > 0:
             raise ValueError(f"timeout_s must be a positive number of seconds, not {timeout_s}")
-        if endpoint is not None and not endpoint:
-            raise ValueError("endpoint must be host:port (e.g. 127.0.0.1:8085) or None")
+        if endpoint is not None and not endpoint.strip():
+            raise ValueError("endpoint must be a gRPC target (e.g. 127.0.0.1:8085) or None")
         self.name = topic
         self.topic = topic
         self.ordering = ordering
@@ -87,20 +91,14 @@ class PubSubTarget:
         self.timeout_s = timeout_s
         self._client: Any = None  # pubsub_v1.PublisherClient: the library is not typed
 
-    @property
-    def address(self) -> tuple[str, int] | None:
-        """The explicit endpoint as (host, port), or None. What is not `host[:port]` (a gRPC
-        target such as `dns:///…`) is taken whole as the host, which resolves to nothing."""
-        if self.endpoint is None:
-            return None
-        parts = urlsplit(f"//{self.endpoint}")
-        try:
-            port = parts.port or 443
-        except ValueError:
-            return self.endpoint, 443
-        if not parts.hostname or parts.path or parts.query or parts.fragment:
-            return self.endpoint, 443
-        return parts.hostname, port
+    def check(self, guard: DestinationGuard, *, api_topic: bool = False) -> None:
+        """Configuration time: `DestinationRefused` if `guard` refuses the explicit endpoint,
+        or, for a topic made through the API (`api_topic`), its Pub/Sub project (whether or
+        not an endpoint is given: the allow list names the projects API topics may use)."""
+        if api_topic:
+            guard.check_pubsub_topic(self.topic)
+        if self.endpoint is not None:
+            guard.check_grpc_target(self.endpoint)
 
     def open(self) -> None:
         if self._client is not None:
@@ -160,15 +158,14 @@ class PubSubTarget:
 
     def _guard(self) -> Result | None:
         """The destination guard's answer for the explicit endpoint, or None to go on."""
-        address = self.address
-        if address is None:
+        if self.endpoint is None:
             return None
         try:
-            default_guard().check_address(*address)
+            default_guard().check_grpc_target(self.endpoint, connecting=True)
         except DestinationRefused as e:
             return Result(Outcome.PERMANENT, one_line(e))
         except OSError as e:
-            return Result(Outcome.RETRY, f"cannot resolve {address[0]!r}: {one_line(e)}")
+            return Result(Outcome.RETRY, f"cannot resolve {self.endpoint!r}: {one_line(e)}")
         return None
 
     def _resume(self, key: str) -> None:
@@ -183,7 +180,8 @@ _ARGUMENTS = ("ordering", "endpoint", "timeout")
 
 def from_arguments(name: str, topic: str, arguments: Mapping[str, str]) -> PubSubTarget:
     """A Pub/Sub target named `name` publishing to `topic`, from string arguments:
-    `ordering` (true/false), `endpoint` (host:port of an emulator), `timeout` (seconds).
+    `ordering` (true/false), `endpoint` (the gRPC target of an emulator: host:port…),
+    `timeout` (seconds).
     A wrong or unknown argument raises `ValueError` naming it."""
     try:
         for arg in arguments:
