@@ -104,14 +104,33 @@ def test_three_parts_make_one_object(s3: Any, gateway: Running, three: list[byte
     assert _code(info) == "NoSuchUpload"
 
 
-def test_completing_twice_keeps_the_first_object(s3: Any, three: list[bytes]) -> None:
+def test_a_complete_retried_after_it_succeeded_answers_the_same(
+    s3: Any, three: list[bytes]
+) -> None:
+    s3.create_bucket(Bucket="bkt")
+    s3.put_bucket_versioning(Bucket="bkt", VersioningConfiguration={"Status": "Enabled"})
+    upload_id = _upload(s3, "bkt", "k", three)
+    first = _complete(s3, "bkt", "k", upload_id, _all(three))
+    again = _complete(s3, "bkt", "k", upload_id, _all(three))
+    assert again["ETag"] == first["ETag"] == _multipart_etag(three)
+    assert again["VersionId"] == first["VersionId"]
+    assert (again["Bucket"], again["Key"], again["Location"]) == ("bkt", "k", first["Location"])
+    versions = s3.list_object_versions(Bucket="bkt")["Versions"]
+    assert [v["VersionId"] for v in versions] == [first["VersionId"]]  # nothing new
+    assert s3.get_object(Bucket="bkt", Key="k")["Body"].read() == b"".join(three)
+
+
+def test_a_complete_retried_after_its_object_is_gone_is_no_such_upload(
+    s3: Any, three: list[bytes]
+) -> None:
     s3.create_bucket(Bucket="bkt")
     upload_id = _upload(s3, "bkt", "k", three)
     _complete(s3, "bkt", "k", upload_id, _all(three))
+    s3.put_object(Bucket="bkt", Key="k", Body=b"newer")  # replaces the completed object
     with pytest.raises(ClientError) as info:
         _complete(s3, "bkt", "k", upload_id, _all(three))
     assert _code(info) == "NoSuchUpload"
-    assert s3.get_object(Bucket="bkt", Key="k")["Body"].read() == b"".join(three)
+    assert s3.get_object(Bucket="bkt", Key="k")["Body"].read() == b"newer"
 
 
 def test_completing_over_an_object_frees_its_data(
@@ -444,15 +463,16 @@ def test_object_lock_given_at_create(s3: Any) -> None:
 
 def test_concurrent_completes_queue(s3: Any, gateway: Running, three: list[bytes]) -> None:
     """Two completes of one upload at once (a client retrying a slow complete): one makes
-    the object, the other finds the upload gone and leaves the object's data alone."""
+    the object, the other finds the upload completed, answers the same and leaves the
+    object's data alone."""
     s3.create_bucket(Bucket="bkt")
     upload_id = _upload(s3, "bkt", "k", three)
     outcomes: list[str] = []
 
     def complete() -> None:
         try:
-            _complete(gateway.client(), "bkt", "k", upload_id, _all(three))
-            outcomes.append("done")
+            done = _complete(gateway.client(), "bkt", "k", upload_id, _all(three))
+            outcomes.append(done["ETag"])
         except ClientError as e:
             outcomes.append(str(e.response["Error"]["Code"]))
 
@@ -466,7 +486,7 @@ def test_concurrent_completes_queue(s3: Any, gateway: Running, three: list[bytes
         assert outcomes == []
     for thread in threads:
         thread.join(30)
-    assert sorted(outcomes) == ["NoSuchUpload", "done"]
+    assert outcomes == [_multipart_etag(three)] * 2
     got = s3.get_object(Bucket="bkt", Key="k")
     assert got["Body"].read() == b"".join(three)
     assert got["ETag"] == _multipart_etag(three)

@@ -300,15 +300,6 @@ def test_a_lying_decoded_length_does_not_make_a_big_body_inline(s3: Any, gateway
     assert s3.get_object(Bucket="bkt", Key="big")["Body"].read() == body
 
 
-def test_conditional_writes_are_not_silently_ignored(s3: Any) -> None:
-    s3.create_bucket(Bucket="bkt")
-    s3.put_object(Bucket="bkt", Key="k", Body=b"first")
-    with pytest.raises(ClientError) as e:
-        s3.put_object(Bucket="bkt", Key="k", Body=b"second", IfNoneMatch="*")
-    assert code_of(e) == "NotImplemented"
-    assert s3.get_object(Bucket="bkt", Key="k")["Body"].read() == b"first"
-
-
 def test_range_of_an_empty_object(s3: Any) -> None:
     s3.create_bucket(Bucket="bkt")
     s3.put_object(Bucket="bkt", Key="empty", Body=b"")

@@ -37,7 +37,7 @@ from ripple.gateway.headers import (
     tagging_of,
     version_headers,
 )
-from ripple.gateway.objects import free
+from ripple.gateway.objects import free, write_condition
 from ripple.gateway.request import S3Request
 from ripple.metabase import (
     CopyResult,
@@ -227,6 +227,7 @@ async def copy(req: S3Request) -> Response:
             "this copy request is illegal because it is trying to copy an object to itself "
             "without changing the object's metadata; use the REPLACE metadata directive",
         )
+    condition = await write_condition(req, destination)
     data = req.services.data
     for attempt in range(1, ATTEMPTS + 1):
         last = attempt == ATTEMPTS
@@ -263,6 +264,7 @@ async def copy(req: S3Request) -> Response:
                 stream_id=stream_id,
                 source_stream_id=obj.stream_id,
                 acl=acl,
+                condition=condition,
                 tag=req.context.tag("copy"),
             )
         except CopySourceChanged:  # the `null` version was replaced: copy it again

@@ -18,6 +18,7 @@ STATUS: dict[str, int] = {
     "BucketAlreadyExists": 409,
     "BucketAlreadyOwnedByYou": 409,
     "BucketNotEmpty": 409,
+    "ConditionalRequestConflict": 409,
     "EntityTooLarge": 400,
     "EntityTooSmall": 400,
     "IncompleteBody": 400,

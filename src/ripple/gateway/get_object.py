@@ -21,7 +21,7 @@ from ripple.gateway.auth import check_missing, check_served
 from ripple.gateway.errors import S3Error
 from ripple.gateway.headers import object_headers, parse_http_date
 from ripple.gateway.request import S3Request
-from ripple.metabase import Object, get_object
+from ripple.metabase import Object, etag_matches, get_object
 from ripple.metabase.errors import MethodNotAllowed, ObjectNotFound
 
 OVERRIDES = {
@@ -84,12 +84,12 @@ def check_conditions(req: S3Request, obj: Object, *, prefix: str = "") -> int | 
         "PreconditionFailed", "at least one of the preconditions you specified did not hold"
     )
     if if_match:
-        if not _etag_matches(if_match, obj.etag):
+        if not etag_matches(if_match, obj.etag):
             raise failed
     elif unmodified_since is not None and last_modified > unmodified_since:
         raise failed
     if if_none_match:
-        if _etag_matches(if_none_match, obj.etag):
+        if etag_matches(if_none_match, obj.etag):
             if prefix:
                 raise failed
             return 304
@@ -115,11 +115,6 @@ def _header_value(parameter: str, value: str) -> str:
             "(percent-encode other characters, e.g. filename*=UTF-8''…)",
         )
     return value
-
-
-def _etag_matches(header: str, etag: str) -> bool:
-    candidates = [c.strip().removeprefix("W/").strip('"') for c in header.split(",")]
-    return "*" in candidates or etag in candidates
 
 
 def _chunks(file: BinaryIO, start: int, length: int) -> Iterator[bytes]:

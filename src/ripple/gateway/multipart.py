@@ -9,7 +9,8 @@ racing uploads of one part, the newer file stays).
 
 Completing concatenates the parts into the file of the upload's own stream id and commits
 the row. Completes of one upload queue on a lock file in its parts directory, so a repeated
-complete finds the upload gone rather than removing the data the first committed; one
+complete finds the upload gone rather than removing the data the first committed, and
+answers what the first did (the committed version keeps the upload's stream id); one
 whose commit fails (the upload was aborted meanwhile) removes its file.
 """
 
@@ -46,11 +47,17 @@ from ripple.gateway.headers import (
     tagging_of,
     version_headers,
 )
-from ripple.gateway.objects import checksum_headers, free, reject_conditional_writes
+from ripple.gateway.objects import checksum_headers, free, write_condition
 from ripple.gateway.request import S3Request
-from ripple.metabase import check_tags, commit_object
+from ripple.metabase import Object, check_tags, commit_object
 from ripple.metabase.errors import MetabaseError, PendingObjectNotFound
-from ripple.metabase.uploads import abort_upload, begin_upload, get_upload, list_uploads
+from ripple.metabase.uploads import (
+    abort_upload,
+    begin_upload,
+    completed_upload,
+    get_upload,
+    list_uploads,
+)
 
 MIN_PART_SIZE = 5 * 1024 * 1024  # every part but the last
 MAX_PART_NUMBER = 10_000
@@ -279,18 +286,27 @@ def _lock(data: ObjectData, upload: uuid.UUID) -> IO[bytes] | None:
 @operation("POST", "object", "uploadId", "CompleteMultipartUpload", "write")
 async def complete(req: S3Request) -> Response:
     upload, loc, data = _upload_id(req), req.object_location, req.services.data
-    await req.run(get_upload, req.db, loc, upload)
-    reject_conditional_writes(req)
+    try:
+        await req.run(get_upload, req.db, loc, upload)
+    except PendingObjectNotFound:
+        return await _completed_before(req, upload)
+    condition = await write_condition(req, loc)
     # its x-amz-checksum-* headers are the whole object's, not the document's
     document = await read_document(req, xml.MAX_XML_BYTES, body_checksums=False)
     wanted = _requested_parts(document)
     lock = await req.run(_lock, data, upload)
     if lock is None:
-        await req.run(get_upload, req.db, loc, upload)
+        try:
+            await req.run(get_upload, req.db, loc, upload)
+        except PendingObjectNotFound:
+            return await _completed_before(req, upload, document_read=True)
         raise _invalid_part(wanted[0][0])
     try:
-        # under the lock: a complete that held it before us has removed the row
-        pending = await req.run(get_upload, req.db, loc, upload)
+        # under the lock: a complete that held it before us has committed the upload
+        try:
+            pending = await req.run(get_upload, req.db, loc, upload)
+        except PendingObjectNotFound:
+            return await _completed_before(req, upload, document_read=True)
         parts = _chosen_parts(wanted, await req.run(stored_parts, data, upload))
         writer = data.writer()
         try:
@@ -315,22 +331,44 @@ async def complete(req: S3Request) -> Response:
                 user_metadata=pending.user_metadata,
                 retention=pending.retention,
                 legal_hold=pending.legal_hold,
+                condition=condition,
                 tag=req.context.tag("complete-multipart-upload", etag=etag),
             )
-        except MetabaseError:  # aborted meanwhile: nothing names the file
+        except MetabaseError:  # aborted meanwhile, or a conditional write lost a race
             await req.run(data.remove, [upload])
             raise
         await req.run(data.remove_parts, upload)
     finally:
         lock.close()  # releases the lock
     free(req, result.removed)
+    return _completion(req, result.object)
+
+
+async def _completed_before(
+    req: S3Request, upload: uuid.UUID, *, document_read: bool = False
+) -> Response:
+    """A complete of an upload that is no longer in progress: if it was completed and the
+    key still holds that version, the same answer again (S3 does, for retries); otherwise
+    `NoSuchUpload`. A document not yet read is read and checked as for a first complete."""
+    completed = await req.run(completed_upload, req.db, req.object_location, upload)
+    if not document_read:
+        _requested_parts(await read_document(req, xml.MAX_XML_BYTES, body_checksums=False))
+    return _completion(req, completed)
+
+
+def _completion(req: S3Request, obj: Object) -> Response:
     root = xml.document("CompleteMultipartUploadResult")
     location = str(req.http.base_url) + quote(f"{req.bucket}/{req.key}", safe="/")
     xml.add_all(
         root,
-        [("Location", location), ("Bucket", req.bucket), ("Key", req.key), ("ETag", quoted(etag))],
+        [
+            ("Location", location),
+            ("Bucket", req.bucket),
+            ("Key", req.key),
+            ("ETag", quoted(obj.etag)),
+        ],
     )
-    return xml.response(root, headers=version_headers(result.object))
+    return xml.response(root, headers=version_headers(obj))
 
 
 @operation("DELETE", "object", "uploadId", "AbortMultipartUpload", "write")

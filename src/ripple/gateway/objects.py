@@ -1,4 +1,4 @@
-"""Object writes and deletes on the wire: PutObject and DeleteObject.
+"""Object writes and deletes on the wire: PutObject (conditional writes too) and DeleteObject.
 
 PutObject streams the body into a temporary file (or memory, for objects small enough to
 live in their metabase row), checks every digest the client sent, moves the file under its
@@ -14,7 +14,6 @@ from ripple.gateway.acl import acl_of
 from ripple.gateway.app import operation
 from ripple.gateway.body import Received, receive
 from ripple.gateway.data import DataWriter, ObjectData
-from ripple.gateway.errors import not_implemented
 from ripple.gateway.headers import (
     content_type_of,
     lock_of,
@@ -24,7 +23,15 @@ from ripple.gateway.headers import (
     version_headers,
 )
 from ripple.gateway.request import S3Request
-from ripple.metabase import Object, check_tags, delete_object, delete_object_version
+from ripple.metabase import (
+    Object,
+    ObjectLocation,
+    WriteCondition,
+    check_tags,
+    check_write_condition,
+    delete_object,
+    delete_object_version,
+)
 from ripple.metabase.errors import MetabaseError
 from ripple.metabase.put_object import put_object
 from ripple.metabase.rows import new_stream_id
@@ -71,16 +78,20 @@ class Spool:
             self.writer.abort()
 
 
-def reject_conditional_writes(req: S3Request) -> None:
-    for header in ("if-match", "if-none-match"):
-        if req.header(header):
-            raise not_implemented(f"a conditional write ({header} on {req.method})")
+async def write_condition(req: S3Request, loc: ObjectLocation) -> WriteCondition:
+    """A conditional write's `If-Match` / `If-None-Match` on the object it writes, judged
+    now, before the body is read (412 PreconditionFailed, or 404 NoSuchKey for an If-Match
+    on no object); the commit judges it again (409 ConditionalRequestConflict)."""
+    condition = WriteCondition(req.header("if-match"), req.header("if-none-match"))
+    if condition:
+        await req.run(check_write_condition, req.db, loc, condition)
+    return condition
 
 
 @operation("PUT", "object", "", "PutObject", "write")
 async def put(req: S3Request) -> Response:
-    reject_conditional_writes(req)
     loc = req.object_location
+    condition = await write_condition(req, loc)
     metadata = metadata_of(req)
     retention, legal_hold = lock_of(req)
     content_type = content_type_of(req)
@@ -111,6 +122,7 @@ async def put(req: S3Request) -> Response:
             inline_data=spool.inline,
             tags=tags,
             acl=acl,
+            condition=condition,
             tag=req.context.tag("put"),
         )
     except MetabaseError:  # not committed: nothing names the data

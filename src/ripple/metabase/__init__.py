@@ -65,6 +65,7 @@ from ripple.metabase.types import (
     Status,
     Versioning,
 )
+from ripple.metabase.write_condition import WriteCondition, check_write_condition, etag_matches
 
 __all__ = [
     "MAX_DELETE_OBJECTS",
@@ -93,8 +94,10 @@ __all__ = [
     "Status",
     "VersionEntry",
     "Versioning",
+    "WriteCondition",
     "begin_object",
     "check_tags",
+    "check_write_condition",
     "commit_inline_object",
     "commit_object",
     "copy_object",
@@ -106,6 +109,7 @@ __all__ = [
     "delete_object_tagging",
     "delete_object_version",
     "delete_objects",
+    "etag_matches",
     "get_bucket_info",
     "get_bucket_lifecycle",
     "get_object",

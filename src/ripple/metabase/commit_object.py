@@ -14,6 +14,7 @@ from ripple.metabase.rows import at_key, delete_rows, select_rows, start_key_wri
 from ripple.metabase.schema import objects
 from ripple.metabase.store_committed import CommitResult, store_committed
 from ripple.metabase.types import Object, Retention, Status
+from ripple.metabase.write_condition import WriteCondition
 
 
 def commit_object(
@@ -26,9 +27,11 @@ def commit_object(
     user_metadata: dict[str, str] | None = None,
     retention: Retention | None = None,
     legal_hold: bool = False,
+    condition: WriteCondition | None = None,
     tag: TransactionTag | None = None,
 ) -> CommitResult:
-    """Commit the upload `begin_object` returned as the key's newest version."""
+    """Commit the upload `begin_object` returned as the key's newest version; a conditional
+    write's `condition` must still hold (`ConditionalRequestConflict`)."""
 
     def tx(conn: sa.Connection) -> CommitResult:
         bucket = start_key_write(conn, pending.location)
@@ -57,7 +60,12 @@ def commit_object(
             legal_hold=legal_hold,
         )
         return store_committed(
-            conn, bucket, new, db.now(), explicit_retention=retention is not None
+            conn,
+            bucket,
+            new,
+            db.now(),
+            explicit_retention=retention is not None,
+            condition=condition,
         )
 
     tag = (tag or TransactionTag()).defaults(operation="put")

@@ -25,6 +25,7 @@ from ripple.metabase.object_tagging import check_tags
 from ripple.metabase.rows import key_bytes, latest_committed, new_stream_id, start_key_write
 from ripple.metabase.store_committed import CommitResult, store_committed
 from ripple.metabase.types import Object, ObjectLocation, Retention
+from ripple.metabase.write_condition import WriteCondition
 
 
 class InvalidCopyRequest(InvalidArgument):
@@ -57,10 +58,12 @@ def copy_object(
     stream_id: uuid.UUID | None = None,
     source_stream_id: uuid.UUID | None = None,
     acl: AclSpec | None = None,
+    condition: WriteCondition | None = None,
     tag: TransactionTag | None = None,
 ) -> CopyResult:
     """Commit a copy of the source version. With `source_stream_id`, the version found must
-    be that stream's (the data the caller copied), else `CopySourceChanged`."""
+    be that stream's (the data the caller copied), else `CopySourceChanged`; a conditional
+    write's `condition` on the destination must still hold (`ConditionalRequestConflict`)."""
     key_bytes(destination.object_key)
     if metadata_directive not in ("COPY", "REPLACE"):
         raise InvalidArgument(
@@ -108,7 +111,12 @@ def copy_object(
             acl=resolve_acl(conn, destination.project_id, acl),  # never the source's
         )
         result = store_committed(
-            conn, bucket, new, db.now(), explicit_retention=retention is not None
+            conn,
+            bucket,
+            new,
+            db.now(),
+            explicit_retention=retention is not None,
+            condition=condition,
         )
         return CopyResult(result.object, result.removed, source=src)
 

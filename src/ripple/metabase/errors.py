@@ -151,6 +151,13 @@ class PreconditionFailed(MetabaseError):
     code = "PreconditionFailed"
 
 
+class ConditionalRequestConflict(MetabaseError):
+    """A conditional write that held when the request arrived, but a concurrent write to the
+    key won before it could commit (HTTP 409): the client retries."""
+
+    code = "ConditionalRequestConflict"
+
+
 class TooManyKeysToRename(InvalidRenameRequest):
     """A prefix rename over more keys than the configured limit (`s3.max-rename-keys`)."""
 

@@ -66,6 +66,7 @@ from ripple.metabase.types import (
     Status,
     Versioning,
 )
+from ripple.metabase.write_condition import etag_matches
 
 DEFAULT_MAX_RENAME_KEYS = 1000
 _BATCH = 500  # rows per INSERT / DELETE statement (bind parameter limits)
@@ -300,11 +301,6 @@ def _check_condition_times(conditions: RenameConditions) -> None:
         require_aware(getattr(conditions, name), name)
 
 
-def _etag_matches(header: str, etag: str) -> bool:
-    candidates = [c.strip().removeprefix("W/").strip('"') for c in header.split(",")]
-    return "*" in candidates or etag in candidates
-
-
 def _last_modified(obj: Object) -> datetime:
     return obj.created_at.replace(microsecond=0)  # HTTP dates have whole seconds
 
@@ -315,12 +311,12 @@ def _check_source(source: Object, c: RenameConditions) -> None:
     overrides `if-modified-since`."""
     failed = []
     if c.source_if_match:
-        if not _etag_matches(c.source_if_match, source.etag):
+        if not etag_matches(c.source_if_match, source.etag):
             failed.append("x-amz-rename-source-if-match")
     elif c.source_if_unmodified_since and _last_modified(source) > c.source_if_unmodified_since:
         failed.append("x-amz-rename-source-if-unmodified-since")
     if c.source_if_none_match:
-        if _etag_matches(c.source_if_none_match, source.etag):
+        if etag_matches(c.source_if_none_match, source.etag):
             failed.append("x-amz-rename-source-if-none-match")
     elif c.source_if_modified_since and _last_modified(source) <= c.source_if_modified_since:
         failed.append("x-amz-rename-source-if-modified-since")
@@ -338,7 +334,7 @@ def _check_destination(current: Object | None, c: RenameConditions) -> None:
     over If-Modified-Since (RFC 7232)."""
     failed = []
     if c.if_match:
-        if current is None or not _etag_matches(c.if_match, current.etag):
+        if current is None or not etag_matches(c.if_match, current.etag):
             failed.append("If-Match")
     elif (
         c.if_unmodified_since
@@ -347,7 +343,7 @@ def _check_destination(current: Object | None, c: RenameConditions) -> None:
     ):
         failed.append("If-Unmodified-Since")
     if c.if_none_match:
-        if current is not None and _etag_matches(c.if_none_match, current.etag):
+        if current is not None and etag_matches(c.if_none_match, current.etag):
             failed.append("If-None-Match")
     elif c.if_modified_since and (
         current is None or _last_modified(current) <= c.if_modified_since

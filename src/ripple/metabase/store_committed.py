@@ -21,8 +21,14 @@ from ripple.metabase.objectlock import (
     check_retention_change,
     default_retention,
 )
-from ripple.metabase.rows import insert_rows, next_version, remove_null_version
+from ripple.metabase.rows import (
+    insert_rows,
+    latest_committed,
+    next_version,
+    remove_null_version,
+)
 from ripple.metabase.types import Bucket, Object, Retention, Status, Versioning
+from ripple.metabase.write_condition import WriteCondition
 
 
 @dataclass(frozen=True)
@@ -32,10 +38,19 @@ class CommitResult:
 
 
 def store_committed(
-    conn: Connection, bucket: Bucket, new: Object, now: datetime, *, explicit_retention: bool
+    conn: Connection,
+    bucket: Bucket,
+    new: Object,
+    now: datetime,
+    *,
+    explicit_retention: bool,
+    condition: WriteCondition | None = None,
 ) -> CommitResult:
     """Insert `new` (its version and status are chosen here) as the key's latest version.
-    The caller has begun the write with `start_key_write`."""
+    The caller has begun the write with `start_key_write`, so the key is held: a
+    conditional write's `condition` is judged again here (`ConditionalRequestConflict`)."""
+    if condition:
+        condition.recheck(latest_committed(conn, new.location))
     retention: Retention | None = new.retention if explicit_retention else None
     check_lock_allowed(bucket, retention, new.legal_hold)
     if retention is None:

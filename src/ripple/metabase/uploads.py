@@ -38,7 +38,14 @@ from ripple.metabase.rows import (
     start_key_write,
 )
 from ripple.metabase.schema import objects
-from ripple.metabase.types import BucketLocation, Object, ObjectLocation, Retention, Status
+from ripple.metabase.types import (
+    COMMITTED_STATUSES,
+    BucketLocation,
+    Object,
+    ObjectLocation,
+    Retention,
+    Status,
+)
 
 MAX_UPLOADS = 1000
 _NO_SUCH_UPLOAD = (
@@ -109,6 +116,24 @@ def get_upload(db: Metabase, loc: ObjectLocation, stream_id: uuid.UUID) -> Objec
     with db.read() as conn:
         get_bucket(conn, loc.bucket)
         rows = select_rows(conn, _pending(loc, stream_id), data=False)
+    if not rows:
+        raise PendingObjectNotFound(_NO_SUCH_UPLOAD)
+    return rows[0]
+
+
+def completed_upload(db: Metabase, loc: ObjectLocation, stream_id: uuid.UUID) -> Object:
+    """The version an upload became when it was completed (completing keeps the upload's
+    stream id), while the key still holds it: a CompleteMultipartUpload retried after it
+    succeeded answers the same result, as S3 does. `PendingObjectNotFound` otherwise."""
+    key_bytes(loc.object_key)
+    committed = sa.and_(
+        at_key(loc),
+        objects.c.status.in_(COMMITTED_STATUSES),
+        objects.c.stream_id == stream_id,
+    )
+    with db.read() as conn:
+        get_bucket(conn, loc.bucket)
+        rows = select_rows(conn, committed, data=False)
     if not rows:
         raise PendingObjectNotFound(_NO_SUCH_UPLOAD)
     return rows[0]
