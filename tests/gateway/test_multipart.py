@@ -520,3 +520,61 @@ def test_a_bucket_with_an_object_is_not_deleted_and_keeps_its_uploads(
     assert _parts_dir(gateway, upload_id).is_dir()
     listed = s3.list_multipart_uploads(Bucket="bkt")["Uploads"]
     assert [u["UploadId"] for u in listed] == [upload_id]
+
+
+def test_a_part_of_a_multipart_object_is_read_by_its_number(s3: Any, three: list[bytes]) -> None:
+    s3.create_bucket(Bucket="bkt")
+    upload_id = _upload(s3, "bkt", "big", three)
+    with pytest.raises(ClientError) as info:  # not an object until completed
+        s3.get_object(Bucket="bkt", Key="big", PartNumber=1)
+    assert _code(info) == "NoSuchKey"
+    _complete(s3, "bkt", "big", upload_id, _all(three))
+    start = 0
+    for number, part in enumerate(three, start=1):
+        got = s3.get_object(Bucket="bkt", Key="big", PartNumber=number)
+        assert got["ResponseMetadata"]["HTTPStatusCode"] == 206
+        assert got["Body"].read() == part
+        assert got["ContentLength"] == len(part)
+        assert got["PartsCount"] == 3
+        assert got["ETag"] == _multipart_etag(three)  # the object's, as S3 answers
+        total = sum(len(p) for p in three)
+        assert got["ContentRange"] == f"bytes {start}-{start + len(part) - 1}/{total}"
+        head = s3.head_object(Bucket="bkt", Key="big", PartNumber=number)
+        assert (head["ContentLength"], head["PartsCount"]) == (len(part), 3)
+        start += len(part)
+    for method in (s3.get_object, s3.head_object):
+        with pytest.raises(ClientError) as info:
+            method(Bucket="bkt", Key="big", PartNumber=4)
+        assert _status(info) == 416
+        if method is s3.get_object:
+            assert _code(info) == "InvalidPartNumber"
+    whole = s3.get_object(Bucket="bkt", Key="big")
+    assert "PartsCount" not in whole  # only for a part, as S3
+    assert whole["Body"].read() == b"".join(three)
+
+
+def test_part_one_of_an_object_written_in_one_piece_is_the_whole_object(s3: Any) -> None:
+    s3.create_bucket(Bucket="bkt")
+    etag = s3.put_object(Bucket="bkt", Key="k", Body=b"body")["ETag"]
+    got = s3.get_object(Bucket="bkt", Key="k", PartNumber=1)
+    assert got["ResponseMetadata"]["HTTPStatusCode"] == 206
+    assert (got["Body"].read(), got["ETag"], got["ContentRange"]) == (b"body", etag, "bytes 0-3/4")
+    assert "PartsCount" not in got
+    with pytest.raises(ClientError) as info:
+        s3.get_object(Bucket="bkt", Key="k", PartNumber=2)
+    assert (_status(info), _code(info)) == (416, "InvalidPartNumber")
+
+
+def test_part_numbers_are_bounded_whole_numbers(s3: Any, gateway: Running) -> None:
+    from tests.gateway.test_listing import error_code, raw_request
+
+    s3.create_bucket(Bucket="bkt")
+    s3.put_object(Bucket="bkt", Key="k", Body=b"body")
+    for bad in ("0", "10001", "-1", "1.5", "x", "²", "9" * 5000):
+        answer = raw_request(gateway, "GET", "/bkt/k", {"partNumber": bad})
+        assert answer.status_code == 400, bad
+        assert error_code(answer) == "InvalidArgument"
+    both = raw_request(
+        gateway, "GET", "/bkt/k", {"partNumber": "1"}, headers={"Range": "bytes=0-1"}
+    )
+    assert (both.status_code, error_code(both)) == (400, "InvalidRequest")

@@ -30,6 +30,7 @@ STATUS: dict[str, int] = {
     "InvalidDigest": 400,
     "InvalidPart": 400,
     "InvalidPartOrder": 400,
+    "InvalidPartNumber": 416,
     "InvalidRange": 416,
     "InvalidRequest": 400,
     "InvalidTag": 400,

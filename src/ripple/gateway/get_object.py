@@ -1,5 +1,6 @@
-"""GetObject and HeadObject on the wire: a version (latest or by versionId), one byte range,
-the four conditional headers, and the `response-*` query overrides of response headers.
+"""GetObject and HeadObject on the wire: a version (latest or by versionId), one byte range
+or one part (`partNumber`), the four conditional headers, and the `response-*` query
+overrides of response headers.
 
 A non-owner's read (an ACL let it in) is answered only if the version actually resolved
 grants it READ: an overwrite after `grant_access` judged the ACL may have made it private.
@@ -20,7 +21,7 @@ from ripple.gateway.app import operation
 from ripple.gateway.auth import check_missing, check_served
 from ripple.gateway.errors import S3Error
 from ripple.gateway.headers import object_headers, parse_http_date
-from ripple.gateway.request import S3Request
+from ripple.gateway.request import S3Request, query_number
 from ripple.metabase import Object, etag_matches, get_object
 from ripple.metabase.errors import MethodNotAllowed, ObjectNotFound
 
@@ -32,7 +33,9 @@ OVERRIDES = {
     "response-content-disposition": "content-disposition",
     "response-content-encoding": "content-encoding",
 }
-_RANGE = re.compile(r"bytes=(\d*)-(\d*)")
+_RANGE = re.compile(r"bytes=([0-9]*)-([0-9]*)", re.ASCII)
+BEYOND_ANY_OBJECT = 10**18  # a position of more digits than this means "past the end"
+MAX_PART_NUMBER = 10_000  # S3's most parts in a multipart upload
 READ_SIZE = 256 * 1024
 
 
@@ -49,17 +52,45 @@ def byte_range(header: str, size: int) -> tuple[int, int] | None:
     if not first and not last:
         return None
     if not first:  # the last N bytes
-        length = int(last)
+        length = _position(last)
         if length == 0 or size == 0:
             raise _invalid_range(size)
         return max(0, size - length), size - 1
-    start = int(first)
-    end = int(last) if last else size - 1
+    start = _position(first)
+    end = _position(last) if last else size - 1
     if start > end and last:
         return None  # syntactically invalid: ignored
     if start >= size:
         raise _invalid_range(size)
     return start, min(end, size - 1)
+
+
+def part_range(req: S3Request, obj: Object) -> tuple[int, int] | None:
+    """The inclusive (first, last) byte of the part `partNumber` names: of a multipart
+    object, that part; of an object written in one piece, part 1 is the whole object (None
+    for an empty one). Beyond the last part: `InvalidPartNumber` (416)."""
+    if req.header("range"):
+        raise S3Error(
+            "InvalidRequest", "cannot specify both a Range header and a partNumber parameter"
+        )
+    number = query_number(req, "partNumber", least=1, most=MAX_PART_NUMBER)
+    sizes = obj.part_sizes or (obj.total_plain_size,)
+    if number > len(sizes):
+        raise S3Error(
+            "InvalidPartNumber",
+            f"the requested part number {number} is not satisfiable: the object has "
+            f"{len(sizes)} part{'s' if len(sizes) > 1 else ''}",
+            extra={"PartsCount": str(len(sizes))},
+        )
+    first = sum(sizes[: number - 1])
+    if sizes[number - 1] == 0:
+        return None
+    return first, first + sizes[number - 1] - 1
+
+
+def _position(digits: str) -> int:
+    """A byte position of any length: past every object's end when it is that long."""
+    return int(digits) if len(digits) < 19 else BEYOND_ANY_OBJECT
 
 
 def _invalid_range(size: int) -> S3Error:
@@ -166,7 +197,12 @@ async def _answer(req: S3Request, head: bool) -> Response:
             if parameter in req.query:
                 headers[header] = _header_value(parameter, req.query[parameter])
         size = obj.total_plain_size
-        span = byte_range(req.header("range"), size) if req.header("range") else None
+        if "partNumber" in req.query:
+            span = part_range(req, obj)
+            if obj.part_sizes:
+                headers["x-amz-mp-parts-count"] = str(len(obj.part_sizes))
+        else:
+            span = byte_range(req.header("range"), size) if req.header("range") else None
         start, length, status = 0, size, 200
         if span is not None:
             start, length, status = span[0], span[1] - span[0] + 1, 206
@@ -186,11 +222,13 @@ async def _answer(req: S3Request, head: bool) -> Response:
     return StreamingResponse(_chunks(file, start, length), status, headers=headers)
 
 
+@operation("GET", "object", "partNumber", "GetObject", "read")
 @operation("GET", "object", "", "GetObject", "read")
 async def get(req: S3Request) -> Response:
     return await _answer(req, head=False)
 
 
+@operation("HEAD", "object", "partNumber", "HeadObject", "read")
 @operation("HEAD", "object", "", "HeadObject", "read")
 async def head(req: S3Request) -> Response:
     return await _answer(req, head=True)

@@ -39,6 +39,7 @@ from ripple.gateway.body import read_document, receive
 from ripple.gateway.copy_object import copy_part_data, source_headers
 from ripple.gateway.data import ObjectData
 from ripple.gateway.errors import S3Error
+from ripple.gateway.get_object import MAX_PART_NUMBER
 from ripple.gateway.headers import (
     content_type_of,
     lock_of,
@@ -48,7 +49,7 @@ from ripple.gateway.headers import (
     version_headers,
 )
 from ripple.gateway.objects import checksum_headers, free, write_condition
-from ripple.gateway.request import S3Request
+from ripple.gateway.request import S3Request, query_number
 from ripple.metabase import Object, check_tags, commit_object
 from ripple.metabase.errors import MetabaseError, PendingObjectNotFound
 from ripple.metabase.uploads import (
@@ -60,7 +61,6 @@ from ripple.metabase.uploads import (
 )
 
 MIN_PART_SIZE = 5 * 1024 * 1024  # every part but the last
-MAX_PART_NUMBER = 10_000
 MAX_LISTED = 1000
 LOCK_NAME = "complete.lock"
 
@@ -124,23 +124,8 @@ def _upload_id(req: S3Request) -> uuid.UUID:
         raise S3Error("NoSuchUpload", "the specified multipart upload does not exist") from None
 
 
-def _number(req: S3Request, name: str, default: int, *, most: int | None = None) -> int:
-    value = req.query.get(name)
-    if value is None:
-        return default
-    if not (value.isascii() and value.isdigit()):
-        raise S3Error("InvalidArgument", f"{name} must be a whole number, not {value!r}")
-    return int(value) if most is None else min(int(value), most)
-
-
 def _part_number(req: S3Request) -> int:
-    number = _number(req, "partNumber", 0)
-    if not 1 <= number <= MAX_PART_NUMBER:
-        raise S3Error(
-            "InvalidArgument",
-            f"part number must be an integer between 1 and {MAX_PART_NUMBER}, inclusive",
-        )
-    return number
+    return query_number(req, "partNumber", least=1, most=MAX_PART_NUMBER)
 
 
 async def _settle_part(req: S3Request, upload: uuid.UUID, path: Path) -> None:
@@ -227,14 +212,15 @@ def _requested_parts(body: bytes) -> list[tuple[int, str]]:
     root = xml.parse(body, root="CompleteMultipartUpload")
     parts: list[tuple[int, str]] = []
     for element in root.findall("Part"):
-        number, etag = xml.text(element, "PartNumber", ""), xml.text(element, "ETag", "")
-        if not number or not number.isascii() or not number.isdigit() or not etag:
+        number = xml.number(element, "PartNumber", least=1, most=MAX_PART_NUMBER)
+        etag = xml.text(element, "ETag", "")
+        if number is None or not etag:
             raise S3Error("MalformedXML", "each Part needs a PartNumber and an ETag")
-        if parts and int(number) <= parts[-1][0]:
+        if parts and number <= parts[-1][0]:
             raise S3Error(
                 "InvalidPartOrder", "the list of parts was not in ascending order by part number"
             )
-        parts.append((int(number), etag.strip('"').lower()))
+        parts.append((number, etag.strip('"').lower()))
     if not parts:
         raise S3Error("MalformedXML", "a CompleteMultipartUpload must name at least one part")
     return parts
@@ -331,6 +317,7 @@ async def complete(req: S3Request) -> Response:
                 user_metadata=pending.user_metadata,
                 retention=pending.retention,
                 legal_hold=pending.legal_hold,
+                part_sizes=[p.size for p in parts],
                 condition=condition,
                 tag=req.context.tag("complete-multipart-upload", etag=etag),
             )
@@ -383,8 +370,8 @@ async def abort(req: S3Request) -> Response:
 async def list_parts(req: S3Request) -> Response:
     upload = _upload_id(req)
     await req.run(get_upload, req.db, req.object_location, upload)
-    max_parts = _number(req, "max-parts", MAX_LISTED, most=MAX_LISTED)
-    marker = _number(req, "part-number-marker", 0)
+    max_parts = min(query_number(req, "max-parts", most=2**31 - 1, default=MAX_LISTED), MAX_LISTED)
+    marker = query_number(req, "part-number-marker", most=2**31 - 1, default=0)
     stored = await req.run(stored_parts, req.services.data, upload)
     after = sorted((p for p in stored.values() if p.number > marker), key=lambda p: p.number)
     shown = after[:max_parts]
@@ -420,7 +407,9 @@ async def list_multipart_uploads(req: S3Request) -> Response:
     if encoding not in ("", "url"):
         raise S3Error("InvalidArgument", f"invalid encoding-type {encoding!r}: only url")
     authorize(req, "list", key=prefix)
-    max_uploads = _number(req, "max-uploads", MAX_LISTED, most=MAX_LISTED)
+    max_uploads = min(
+        query_number(req, "max-uploads", most=2**31 - 1, default=MAX_LISTED), MAX_LISTED
+    )
     upload_marker = None
     if key_marker and upload_id_marker:
         try:

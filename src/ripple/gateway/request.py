@@ -29,6 +29,7 @@ from ripple.metabase.rows import MAX_KEY_BYTES
 from ripple.notifications.registry import Registry
 from ripple.notifications.store import EventingStore
 from ripple.notifications.watcher import ConfigWatcher
+from ripple.numbers import NumberError, whole_number
 
 if TYPE_CHECKING:
     from ripple.gateway.sigv4 import SignedRequest
@@ -140,6 +141,34 @@ class Services:
     def config_changed(self) -> None:
         """This gateway changed the eventing configuration: apply it before answering."""
         self.watcher.refresh()
+
+
+def query_number(
+    req: S3Request, name: str, *, least: int = 0, most: int, default: int | None = None
+) -> int:
+    """A whole-number query parameter, bounded (`ripple.numbers`): `InvalidArgument`
+    naming it otherwise; `default` when it is absent (absent without one: refused too)."""
+    value = req.query.get(name)
+    if value is None and default is not None:
+        return default
+    return _bounded(value or "", name, least, most)
+
+
+def header_number(
+    req: S3Request, name: str, *, least: int = 0, most: int, default: int | None = None
+) -> int:
+    """A whole-number header, bounded as `query_number`."""
+    value = req.http.headers.get(name)
+    if value is None and default is not None:
+        return default
+    return _bounded(value or "", name, least, most)
+
+
+def _bounded(text: str, name: str, least: int, most: int) -> int:
+    try:
+        return whole_number(text, name, least=least, most=most)
+    except NumberError as e:
+        raise S3Error("InvalidArgument", str(e), extra={"ArgumentName": name}) from None
 
 
 def address_of(raw_path: str, host: str, domain: str) -> tuple[str | None, str | None]:

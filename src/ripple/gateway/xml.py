@@ -17,6 +17,7 @@ from defusedxml import DefusedXmlException
 from starlette.responses import Response
 
 from ripple.gateway.errors import S3Error
+from ripple.numbers import NumberError, whole_number
 
 S3_NAMESPACE = "http://s3.amazonaws.com/doc/2006-03-01/"
 MAX_XML_BYTES = 2 * 1024 * 1024  # a DeleteObjects of 1000 keys of 1024 bytes fits
@@ -55,6 +56,26 @@ def text(element: ET.Element, path: str, default: str | None = None) -> str | No
     if child is None:
         return default
     return (child.text or "").strip()
+
+
+def number(
+    element: ET.Element,
+    path: str,
+    *,
+    least: int = 0,
+    most: int,
+    out_of_range: str = "InvalidArgument",
+) -> int | None:
+    """The whole number in the child at `path` (None when it is absent), bounded
+    (`ripple.numbers`): `MalformedXML` when it is not a number, `out_of_range` (an S3 error
+    code) when it is one outside `least..most`."""
+    value = text(element, path)
+    if value is None:
+        return None
+    try:
+        return whole_number(value, f"<{path}>", least=least, most=most)
+    except NumberError as e:
+        raise S3Error(out_of_range if e.out_of_range else "MalformedXML", str(e)) from None
 
 
 def document(tag: str, *, namespace: bool = True) -> ET.Element:

@@ -3,6 +3,7 @@ transaction (never an UPDATE, so the change stream can leave updates out)."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import replace
 
 import sqlalchemy as sa
@@ -27,11 +28,13 @@ def commit_object(
     user_metadata: dict[str, str] | None = None,
     retention: Retention | None = None,
     legal_hold: bool = False,
+    part_sizes: Sequence[int] = (),
     condition: WriteCondition | None = None,
     tag: TransactionTag | None = None,
 ) -> CommitResult:
-    """Commit the upload `begin_object` returned as the key's newest version; a conditional
-    write's `condition` must still hold (`ConditionalRequestConflict`)."""
+    """Commit the upload `begin_object` returned as the key's newest version (a multipart
+    upload's with its `part_sizes`); a conditional write's `condition` must still hold
+    (`ConditionalRequestConflict`)."""
 
     def tx(conn: sa.Connection) -> CommitResult:
         bucket = start_key_write(conn, pending.location)
@@ -58,6 +61,7 @@ def commit_object(
             user_metadata=dict(user_metadata or {}),
             retention=retention,
             legal_hold=legal_hold,
+            part_sizes=tuple(part_sizes),
         )
         return store_committed(
             conn,

@@ -83,6 +83,7 @@ def object_from_row(row: Row[Any] | Mapping[str, Any]) -> Object:
         inline_data=None if m.get("inline_data") is None else bytes(m["inline_data"]),
         tags=dict(m["tags"] or {}),
         acl=m.get("acl"),
+        part_sizes=tuple(m.get("part_sizes") or ()),
     )
 
 
@@ -107,6 +108,7 @@ def object_values(obj: Object) -> dict[str, Any]:
         "inline_data": obj.inline_data,
         "tags": obj.tags or None,
         "acl": obj.acl,
+        "part_sizes": list(obj.part_sizes) or None,
     }
 
 

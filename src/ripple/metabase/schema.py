@@ -86,6 +86,9 @@ objects = sa.Table(
     sa.Column("tags", sa.JSON, nullable=True),
     # the object ACL's grants, {"grants": [...]}; NULL: private (migration 0011)
     sa.Column("acl", sa.JSON, nullable=True),
+    # the sizes of the parts of an object completed from a multipart upload, in order;
+    # NULL: written in one piece (migration 0014)
+    sa.Column("part_sizes", sa.JSON, nullable=True),
     sa.ForeignKeyConstraint(
         ["project_id", "bucket_name"],
         ["buckets.project_id", "buckets.name"],

@@ -124,6 +124,8 @@ class Object:
     tags: dict[str, str] = field(default_factory=dict)  # object tags, in the order set
     # the object ACL as stored, {"grants": [...]} (None: private; ripple.metabase.acl)
     acl: dict[str, Any] | None = None
+    # the sizes of its parts, for an object completed from a multipart upload; () otherwise
+    part_sizes: tuple[int, ...] = ()
 
     @property
     def location(self) -> ObjectLocation:
