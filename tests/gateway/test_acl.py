@@ -20,7 +20,7 @@ from ripple.metabase.acl import ALL_USERS, AUTHENTICATED_USERS
 from ripple.metabase.put_object import put_object
 from ripple.metabase.rows import new_stream_id
 from tests.gateway.conftest import Running
-from tests.gateway.test_listing import error_code, raw_request
+from tests.gateway.wire import error_code, raw_request
 
 BUCKET = "photos"
 

@@ -7,11 +7,7 @@ from __future__ import annotations
 import xml.etree.ElementTree as ET
 from typing import Any
 
-import httpx
 import pytest
-from botocore.auth import S3SigV4Auth
-from botocore.awsrequest import AWSRequest
-from botocore.credentials import Credentials
 from botocore.exceptions import ClientError
 
 from ripple.identity import create_key
@@ -19,6 +15,7 @@ from ripple.metabase import ObjectLocation
 from ripple.metabase.put_object import put_object
 from ripple.metabase.rows import new_stream_id
 from tests.gateway.conftest import Running
+from tests.gateway.wire import error_code, raw_request
 
 # 25 keys: nested "dirs", a key that is also a prefix, empty segments, non-ASCII
 # fmt: off
@@ -42,27 +39,6 @@ AWKWARD = [
     "cr\rlf",
     "line\nbreak",
 ]
-
-
-def raw_request(
-    gateway: Running,
-    method: str,
-    path: str,
-    params: dict[str, str] | None = None,
-    body: bytes = b"",
-    headers: dict[str, str] | None = None,
-) -> httpx.Response:
-    """A request signed with the gateway user's key, sent as is (no SDK rewriting)."""
-    url = str(httpx.URL(gateway.url + path, params=params or {}))
-    request = AWSRequest(method=method, url=url, data=body, headers=headers or {})
-    credentials = Credentials(gateway.key.access_key_id, gateway.secret)
-    S3SigV4Auth(credentials, "s3", "us-east-1").add_auth(request)
-    prepared = request.prepare()
-    return httpx.request(method, prepared.url, content=body, headers=dict(prepared.headers))
-
-
-def error_code(response: httpx.Response) -> str:
-    return ET.fromstring(response.content).findtext("Code") or ""
 
 
 def expected(keys: list[str], prefix: str = "", delimiter: str = "") -> list[str]:

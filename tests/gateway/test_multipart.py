@@ -566,7 +566,7 @@ def test_part_one_of_an_object_written_in_one_piece_is_the_whole_object(s3: Any)
 
 
 def test_part_numbers_are_bounded_whole_numbers(s3: Any, gateway: Running) -> None:
-    from tests.gateway.test_listing import error_code, raw_request
+    from tests.gateway.wire import error_code, raw_request
 
     s3.create_bucket(Bucket="bkt")
     s3.put_object(Bucket="bkt", Key="k", Body=b"body")

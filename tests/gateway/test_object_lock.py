@@ -13,7 +13,7 @@ from botocore.exceptions import ClientError
 
 from ripple.identity import create_key
 from tests.gateway.conftest import Running
-from tests.gateway.test_listing import error_code, raw_request
+from tests.gateway.wire import error_code, raw_request
 
 BUCKET = "vault"
 

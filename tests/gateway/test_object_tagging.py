@@ -12,7 +12,7 @@ import pytest
 from botocore.exceptions import ClientError
 
 from tests.gateway.conftest import Running
-from tests.gateway.test_listing import error_code, raw_request
+from tests.gateway.wire import error_code, raw_request
 
 BUCKET = "photos"
 

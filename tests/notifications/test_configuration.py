@@ -450,7 +450,9 @@ def test_longest_filter_value_is_accepted() -> None:
     assert parse_notification_configuration(body)[0].suffix == "x" * 1024
 
 
-@pytest.mark.parametrize("regex", ["images/(", "*.jpg", "[a-"])
+@pytest.mark.parametrize(
+    "regex", ["images/(", "*.jpg", "[a-", "a{4294967296}", "(" * 500 + "a" + ")" * 500]
+)
 def test_invalid_regex(regex: str) -> None:
     e = error(doc(topic(rules=(("regex", regex),))))
     assert e.code == "InvalidArgument"

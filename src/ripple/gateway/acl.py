@@ -111,14 +111,14 @@ def parse_policy(body: bytes) -> tuple[str | None, list[Grant]]:
     """The owner id (None if absent) and the grants of an `AccessControlPolicy` document."""
     root = xml.parse(body, root="AccessControlPolicy", limit=SMALL_DOCUMENT)
     owner = xml.text(root, "Owner/ID")
-    acl = root.find("AccessControlList")
+    acl = xml.child(root, "AccessControlList")
     if acl is None:
         raise S3Error("MalformedACLError", "an AccessControlPolicy needs an AccessControlList")
     grants: list[Grant] = []
     for element in acl:
         if element.tag != "Grant":
             raise S3Error("MalformedACLError", f"unexpected <{element.tag}> in AccessControlList")
-        grantee = element.find("Grantee")
+        grantee = xml.child(element, "Grantee")
         permission = xml.text(element, "Permission")
         if grantee is None or not permission:
             raise S3Error("MalformedACLError", "each <Grant> needs a <Grantee> and a <Permission>")

@@ -158,7 +158,7 @@ async def put_object_lock(req: S3Request) -> Response:
     if xml.text(config, "ObjectLockEnabled", "") != "Enabled":
         raise S3Error("MalformedXML", "ObjectLockEnabled must be Enabled")
     default: DefaultRetention | None = None
-    rule = config.find("Rule/DefaultRetention")
+    rule = xml.child(config, "Rule/DefaultRetention")
     if rule is not None:
         mode_name = xml.text(rule, "Mode", "")
         if mode_name not in ("GOVERNANCE", "COMPLIANCE"):

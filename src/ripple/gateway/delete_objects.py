@@ -81,11 +81,11 @@ def parse_delete(body: bytes) -> tuple[list[DeleteObjectsItem], bool]:
 
 
 def _item(element: ET.Element) -> DeleteObjectsItem:
-    key = element.find("Key")
+    key = xml.child(element, "Key")
     if key is None:
         raise S3Error("MalformedXML", "every <Object> of a <Delete> document needs a <Key>")
     for condition in _CONDITIONS:
-        if element.find(condition) is not None:
+        if xml.child(element, condition) is not None:
             raise S3Error(
                 "NotImplemented",
                 f"conditional deletes (<{condition}> in an <Object>) are not implemented by ripple",

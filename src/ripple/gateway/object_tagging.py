@@ -27,14 +27,14 @@ def parse_tagging(body: bytes) -> list[tuple[str, str]]:
     """The (key, value) pairs of a `<Tagging>` document, in order and as sent (duplicates
     included: the metabase refuses them). Key and value are taken verbatim, spaces kept."""
     root = xml.parse(body, root="Tagging", limit=SMALL_DOCUMENT)
-    tag_set = root.find("TagSet")
+    tag_set = xml.child(root, "TagSet")
     if tag_set is None:
         raise S3Error("MalformedXML", "a <Tagging> document needs a <TagSet>")
     pairs: list[tuple[str, str]] = []
     for tag in tag_set:
         if tag.tag != "Tag":
             raise S3Error("MalformedXML", f"a <TagSet> holds only <Tag> elements, not <{tag.tag}>")
-        key, value = tag.find("Key"), tag.find("Value")
+        key, value = xml.child(tag, "Key"), xml.child(tag, "Value")
         if key is None or value is None:
             raise S3Error("MalformedXML", "each <Tag> needs a <Key> and a <Value>")
         pairs.append((key.text or "", value.text or ""))

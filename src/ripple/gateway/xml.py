@@ -1,7 +1,9 @@
 """S3's XML on the wire: parsing request documents safely, rendering responses.
 
-Requests are parsed with defusedxml (no entities, no DTDs, no external references) after a
-size check, and namespaces are dropped so `<Delete xmlns="…">` and `<Delete>` read alike.
+Requests are parsed with defusedxml (no DTDs, entities or external references; an unknown
+encoding declaration is malformed too) after a size check, and namespaces are dropped so
+`<Delete xmlns="…">` and `<Delete>` read alike. Singletons are read with `child` / `text`,
+which refuse an element given twice.
 Responses are built as ElementTree elements in S3's 2006-03-01 namespace.
 """
 
@@ -32,16 +34,23 @@ def parse(body: bytes, *, root: str, limit: int = MAX_XML_BYTES) -> ET.Element:
     if not body.strip():
         raise S3Error("MalformedXML", f"the request body is empty; send a <{root}> document")
     try:
-        element = SafeET.fromstring(body)
-    except (ET.ParseError, DefusedXmlException, ValueError) as e:
+        element = SafeET.fromstring(body, forbid_dtd=True)
+    except (ET.ParseError, DefusedXmlException, ValueError, LookupError) as e:
+        # LookupError: an encoding declaration Python does not know (`x-evil-9`)
         raise S3Error(
             "MalformedXML",
-            f"the XML you provided was not well-formed or did not validate: {e}",
-        ) from e
+            f"the XML you provided was not well-formed or did not validate: {_reason(e)}",
+        ) from None
     _strip_namespaces(element)
     if element.tag != root:
         raise S3Error("MalformedXML", f"expected a <{root}> document, got <{element.tag}>")
     return element
+
+
+def _reason(error: Exception) -> str:
+    if isinstance(error, DefusedXmlException):
+        return "a DTD (<!DOCTYPE ...>), entity or external reference is not allowed"
+    return str(error)[:200]
 
 
 def _strip_namespaces(element: ET.Element) -> None:
@@ -50,12 +59,21 @@ def _strip_namespaces(element: ET.Element) -> None:
             node.tag = node.tag.split("}", 1)[1]
 
 
+def child(element: ET.Element, path: str) -> ET.Element | None:
+    """The one element at `path` (None when absent); `MalformedXML` when the document
+    repeats it: a singleton given twice is refused, never read as its first."""
+    found = element.findall(path)
+    if len(found) > 1:
+        raise S3Error("MalformedXML", f"<{path}> is given {len(found)} times; it may appear once")
+    return found[0] if found else None
+
+
 def text(element: ET.Element, path: str, default: str | None = None) -> str | None:
-    """The stripped text of the child at `path`, or `default` when it is absent."""
-    child = element.find(path)
-    if child is None:
+    """The stripped text of the one child at `path` (`child`), or `default` when absent."""
+    found = child(element, path)
+    if found is None:
         return default
-    return (child.text or "").strip()
+    return (found.text or "").strip()
 
 
 def number(

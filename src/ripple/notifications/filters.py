@@ -75,7 +75,9 @@ def parse_filter(element: ET.Element | None) -> FilterRules:
     if regex is not None:
         try:
             re.compile(regex)
-        except re.error as e:
+        except (re.error, OverflowError, RecursionError) as e:
+            # OverflowError: a repeat count past the engine's (`a{4294967296}`);
+            # RecursionError: groups nested too deeply for the compiler
             raise invalid(
                 f"The regex filter rule is not a valid regular expression: {e}", "FilterRule", regex
             ) from None

@@ -1,0 +1,43 @@
+"""Requests sent as they are, signed with the gateway user's key but never rewritten by an
+SDK: what hostile-input and wire-format tests send, and how they read S3's error XML."""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import xml.etree.ElementTree as ET
+
+import httpx
+from botocore.auth import S3SigV4Auth
+from botocore.awsrequest import AWSRequest
+from botocore.credentials import Credentials
+
+from tests.gateway.conftest import Running
+
+
+def raw_request(
+    gateway: Running,
+    method: str,
+    path: str,
+    params: dict[str, str] | None = None,
+    body: bytes = b"",
+    headers: dict[str, str] | None = None,
+    *,
+    content_md5: bool = False,
+) -> httpx.Response:
+    """A request signed with the gateway user's key, sent as is (no SDK rewriting);
+    `content_md5` adds the body's Content-MD5, which some S3 operations require."""
+    headers = dict(headers or {})
+    if content_md5:
+        headers["Content-MD5"] = base64.b64encode(hashlib.md5(body).digest()).decode()
+    url = str(httpx.URL(gateway.url + path, params=params or {}))
+    request = AWSRequest(method=method, url=url, data=body, headers=headers)
+    credentials = Credentials(gateway.key.access_key_id, gateway.secret)
+    S3SigV4Auth(credentials, "s3", "us-east-1").add_auth(request)
+    prepared = request.prepare()
+    return httpx.request(method, prepared.url, content=body, headers=dict(prepared.headers))
+
+
+def error_code(response: httpx.Response) -> str:
+    """The `<Code>` of an S3 error response ("" when there is none)."""
+    return ET.fromstring(response.content).findtext("Code") or ""
