@@ -4,9 +4,13 @@ The `<LifecycleConfiguration><Rule>…</Rule>…</LifecycleConfiguration>` docum
 the dict boto3 would send (`Rules`, each rule's members by name, an `<And>`'s `<Tag>`s as
 `Tags`) and checked by the metabase (`check_lifecycle`: S3's `MalformedXML`,
 `InvalidArgument`, `InvalidRequest`, and `NotImplemented` for transitions); a refused
-document stores nothing. As S3 does, the PUT needs a Content-MD5 or x-amz-checksum-*
-header. GET answers the stored rules (IDs filled in) or `NoSuchLifecycleConfiguration`;
-DELETE answers 204, configuration or not. The rules are applied by `ripple lifecycle run`
+document stores nothing. A member given twice where S3 takes one is `MalformedXML`; texts
+other than IDs, prefixes and tags lose only the XML whitespace around them (so `<Days>
+7</Days>` is 7, but a non-breaking space or `²` reaches the metabase's bounded integer
+parser, which refuses it). As S3 does, the PUT needs a Content-MD5 or x-amz-checksum-*
+header. GET answers the rules as stored (IDs filled in; a rule stored before a later check
+too, so its owner can see and replace it) or `NoSuchLifecycleConfiguration`; DELETE
+answers 204, configuration or not. The rules are applied by `ripple lifecycle run`
 and by `ripple up` on a schedule (docs/lifecycle.md).
 """
 
@@ -25,12 +29,16 @@ from ripple.gateway.errors import S3Error
 from ripple.gateway.request import S3Request
 from ripple.metabase.lifecycle import (
     delete_bucket_lifecycle,
-    get_bucket_lifecycle,
+    lifecycle_documents,
     put_bucket_lifecycle,
 )
 
-# texts taken verbatim (a prefix or tag may begin or end with spaces); others are stripped
+# texts taken verbatim (a prefix or tag may begin or end with spaces); others lose the XML
+# whitespace around them, and only that
 _VERBATIM = {"ID", "Prefix", "Key", "Value"}
+_XML_SPACE = " \t\r\n"
+# Rule > Filter > And > Tag > Key is the deepest a rule's members go
+_MAX_DEPTH = 5
 # the order S3 answers a rule's members in
 _RULE_ORDER = (
     "ID",
@@ -57,18 +65,21 @@ def parse_lifecycle(body: bytes) -> dict[str, Any]:
     return {"Rules": rules}
 
 
-def _element(element: ET.Element) -> Any:
+def _element(element: ET.Element, depth: int = 1) -> Any:
+    """A `<Rule>` (depth 1) or one of its members as a dict of its children, or its text."""
     if len(element) == 0:
         text = element.text or ""
-        return text if element.tag in _VERBATIM else text.strip()
+        return text if element.tag in _VERBATIM else text.strip(_XML_SPACE)
+    if depth >= _MAX_DEPTH:  # no lifecycle member nests this deep: refused, not recursed into
+        raise S3Error("MalformedXML", f"<{element.tag}> is nested deeper than a rule's members")
     members: dict[str, Any] = {}
     for child in element:
         if element.tag == "And" and child.tag == "Tag":
-            members.setdefault("Tags", []).append(_element(child))
+            members.setdefault("Tags", []).append(_element(child, depth + 1))
         elif child.tag in members:
             raise S3Error("MalformedXML", f"<{element.tag}> holds at most one <{child.tag}>")
         else:
-            members[child.tag] = _element(child)
+            members[child.tag] = _element(child, depth + 1)
     return members
 
 
@@ -94,11 +105,10 @@ async def put_lifecycle(req: S3Request) -> Response:
 
 @operation("GET", "bucket", "lifecycle", "GetBucketLifecycleConfiguration", "read")
 async def get_lifecycle(req: S3Request) -> Response:
-    rules = await req.run(get_bucket_lifecycle, req.db, req.bucket_location)
+    documents = await req.run(lifecycle_documents, req.db, req.bucket_location)
     root = xml.document("LifecycleConfiguration")
-    for rule in rules:
+    for document in documents:
         element = xml.add(root, "Rule")
-        document = dict(rule.document or {})
         for name in _RULE_ORDER:
             if name in document:
                 _render(element, name, document[name])

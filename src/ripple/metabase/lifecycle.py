@@ -7,11 +7,16 @@ booleans still text) and is checked as S3 checks it: 1 to 1000 rules, unique IDs
 most 255 characters (a missing ID is generated), Status `Enabled` or `Disabled`, exactly one
 of `Filter` (empty, `Prefix`, `Tag`, `ObjectSizeGreaterThan`, `ObjectSizeLessThan` or
 `And`) and the legacy rule-level `Prefix`, at least one action, an `Expiration` with exactly
-one of `Days` (≥ 1), `Date` (midnight UTC) and `ExpiredObjectDeleteMarker`, no tag filter
+one of `Days`, `Date` (midnight UTC) and `ExpiredObjectDeleteMarker`, no tag filter
 with `ExpiredObjectDeleteMarker` or `AbortIncompleteMultipartUpload`. Transitions are
 `NotImplemented`: ripple has one storage class. What is stored is the canonical document
 (the one GetBucketLifecycleConfiguration answers); `LifecycleRule` is its typed reading,
 which `lifecycle_run` applies.
+
+Values (numbers, dates, booleans) are read by `lifecycle_values`, bounded: a rule whose
+dates would overflow (a `Days` past `MAX_DAYS`, a `Date` past 9999) is refused when it is
+put. A rule stored before a check was added is read again, one rule at a time, by the run
+(`read_rule`), which skips it; GET answers it as stored (`lifecycle_documents`).
 """
 
 from __future__ import annotations
@@ -20,11 +25,12 @@ import base64
 import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any
 
 import sqlalchemy as sa
 
+from ripple.metabase import lifecycle_values as values
 from ripple.metabase.db import Metabase
 from ripple.metabase.errors import (
     InvalidArgument,
@@ -108,7 +114,7 @@ def check_lifecycle(configuration: Mapping[str, Any]) -> list[LifecycleRule]:
     extra = set(configuration) - {"Rules"}
     if extra:
         raise MalformedLifecycle(
-            f"a LifecycleConfiguration holds only <Rule>s, not {_names(extra)}"
+            f"a LifecycleConfiguration holds only <Rule>s, not {values.names(extra)}"
         )
     if not isinstance(rules, Sequence) or isinstance(rules, str) or not rules:
         raise MalformedLifecycle("a LifecycleConfiguration needs at least one <Rule>")
@@ -135,13 +141,13 @@ def _check_rule(raw: Any) -> LifecycleRule:
     transitions = _TRANSITIONS & set(raw)
     if transitions:
         raise LifecycleNotImplemented(
-            f"{_names(transitions)}: ripple has one storage class, so lifecycle transitions "
+            f"{values.names(transitions)}: ripple has one storage class, so lifecycle transitions "
             "are not implemented; use Expiration actions"
         )
     unknown = set(raw) - _RULE_FIELDS
     if unknown:
-        raise MalformedLifecycle(f"unknown lifecycle rule member {_names(unknown)}")
-    rule_id = _text(raw.get("ID"), "ID") or _generated_id()
+        raise MalformedLifecycle(f"unknown lifecycle rule member {values.names(unknown)}")
+    rule_id = values.text(raw.get("ID"), "ID") or _generated_id()
     if len(rule_id) > MAX_ID_LENGTH:
         raise InvalidArgument(f"ID length should not exceed allowed limit of {MAX_ID_LENGTH}")
     status = raw.get("Status")
@@ -153,7 +159,7 @@ def _check_rule(raw: Any) -> LifecycleRule:
             f"rule {rule_id!r} needs exactly one of <Filter> and the rule-level <Prefix>"
         )
     if "Prefix" in raw:
-        prefix = _text(raw["Prefix"], "Prefix")
+        prefix = values.text(raw["Prefix"], "Prefix")
         rule_filter = RuleFilter(prefix=prefix)
         document["Prefix"] = prefix
     else:
@@ -169,8 +175,10 @@ def _check_rule(raw: Any) -> LifecycleRule:
         )
         actions += 1
     if raw.get("AbortIncompleteMultipartUpload") is not None:
-        abort = _members(raw["AbortIncompleteMultipartUpload"], {"DaysAfterInitiation"}, "Abort")
-        days = _positive(
+        abort = values.members(
+            raw["AbortIncompleteMultipartUpload"], {"DaysAfterInitiation"}, "Abort"
+        )
+        days = values.days(
             abort.get("DaysAfterInitiation"),
             "DaysAfterInitiation",
             "AbortIncompleteMultipartUpload",
@@ -197,16 +205,19 @@ def _check_filter(raw: Any, rule_id: str) -> tuple[RuleFilter, dict[str, Any]]:
     given = [f for f in _FILTER_FIELDS if f in raw]
     unknown = set(raw) - set(_FILTER_FIELDS)
     if unknown:
-        raise MalformedLifecycle(f"rule {rule_id!r}: unknown <Filter> member {_names(unknown)}")
+        raise MalformedLifecycle(
+            f"rule {rule_id!r}: unknown <Filter> member {values.names(unknown)}"
+        )
     if len(given) > 1:
         raise MalformedLifecycle(
-            f"rule {rule_id!r}: a <Filter> holds one condition; combine {_names(given)} in <And>"
+            f"rule {rule_id!r}: a <Filter> holds one condition; combine "
+            f"{values.names(given)} in <And>"
         )
     if not given:
         return RuleFilter(), {}
     (name,) = given
     if name == "And":
-        conditions = _members(raw["And"], {"Prefix", "Tags", "Tag", *_SIZES}, "And")
+        conditions = values.members(raw["And"], {"Prefix", "Tags", "Tag", *_SIZES}, "And")
         tags_raw = conditions.get("Tags", conditions.get("Tag", []))
         if isinstance(tags_raw, Mapping):
             tags_raw = [tags_raw]
@@ -214,7 +225,7 @@ def _check_filter(raw: Any, rule_id: str) -> tuple[RuleFilter, dict[str, Any]]:
         if not ({"Prefix", *_SIZES} & set(conditions)) and not tags:
             raise MalformedLifecycle(f"rule {rule_id!r}: an <And> needs at least one condition")
         combined = RuleFilter(
-            prefix=_text(conditions.get("Prefix"), "Prefix"),
+            prefix=values.text(conditions.get("Prefix"), "Prefix"),
             tags=tags,
             size_greater_than=_size(conditions, "ObjectSizeGreaterThan"),
             size_less_than=_size(conditions, "ObjectSizeLessThan"),
@@ -233,18 +244,15 @@ def _check_filter(raw: Any, rule_id: str) -> tuple[RuleFilter, dict[str, Any]]:
                 document[field] = value
         return combined, {"And": document}
     if name == "Prefix":
-        prefix = _text(raw["Prefix"], "Prefix")
+        prefix = values.text(raw["Prefix"], "Prefix")
         return RuleFilter(prefix=prefix), {"Prefix": prefix}
     if name == "Tag":
         tags = _check_filter_tags([raw["Tag"]])
         return RuleFilter(tags=tags), {"Tag": {"Key": tags[0][0], "Value": tags[0][1]}}
     size = _size(raw, name)
     if name == "ObjectSizeGreaterThan":
-        single = RuleFilter(size_greater_than=size)
-    else:
-        single = RuleFilter(size_less_than=size)
-    _check_sizes(single)
-    return single, {name: size}
+        return RuleFilter(size_greater_than=size), {name: size}
+    return RuleFilter(size_less_than=size), {name: size}
 
 
 def _check_filter_tags(raw: Any) -> tuple[tuple[str, str], ...]:
@@ -252,10 +260,10 @@ def _check_filter_tags(raw: Any) -> tuple[tuple[str, str], ...]:
         raise MalformedLifecycle("filter tags must be <Tag> elements")
     tags: list[tuple[str, str]] = []
     for tag in raw:
-        members = _members(tag, {"Key", "Value"}, "Tag")
+        members = values.members(tag, {"Key", "Value"}, "Tag")
         if "Key" not in members:
             raise MalformedLifecycle("each filter <Tag> needs a <Key>")
-        key, value = _text(members["Key"], "Key"), _text(members.get("Value"), "Value")
+        key, value = values.text(members["Key"], "Key"), values.text(members.get("Value"), "Value")
         if not key or len(key) > 128 or len(value) > 256:
             raise InvalidArgument(
                 f"The TagKey you have provided is invalid: {key!r} (keys are 1 to 128 "
@@ -270,14 +278,15 @@ def _check_filter_tags(raw: Any) -> tuple[tuple[str, str], ...]:
 def _size(members: Mapping[str, Any], name: str) -> int | None:
     if members.get(name) is None:
         return None
-    return _integer(members[name], name)
+    if name == "ObjectSizeGreaterThan":
+        too_small, least = f"'{name}' must be a non-negative integer", 0
+    else:
+        too_small, least = f"'{name}' must be a positive integer", 1
+    too_large = f"'{name}' must be at most {values.MAX_SIZE}"
+    return values.integer(members[name], name, least, values.MAX_SIZE, too_small, too_large)
 
 
 def _check_sizes(f: RuleFilter) -> None:
-    if f.size_greater_than is not None and f.size_greater_than < 0:
-        raise InvalidArgument("'ObjectSizeGreaterThan' must be a non-negative integer")
-    if f.size_less_than is not None and f.size_less_than <= 0:
-        raise InvalidArgument("'ObjectSizeLessThan' must be a positive integer")
     if (
         f.size_greater_than is not None
         and f.size_less_than is not None
@@ -287,109 +296,51 @@ def _check_sizes(f: RuleFilter) -> None:
 
 
 def _check_expiration(raw: Any, rule: LifecycleRule) -> tuple[LifecycleRule, dict[str, Any]]:
-    members = _members(raw, {"Days", "Date", "ExpiredObjectDeleteMarker"}, "Expiration")
+    members = values.members(raw, {"Days", "Date", "ExpiredObjectDeleteMarker"}, "Expiration")
     given = [m for m in ("Days", "Date", "ExpiredObjectDeleteMarker") if members.get(m) is not None]
     if len(given) != 1:
         raise MalformedLifecycle(
             f"rule {rule.id!r}: an <Expiration> needs exactly one of <Days>, <Date> and "
-            f"<ExpiredObjectDeleteMarker>, got {_names(given) or 'none'}"
+            f"<ExpiredObjectDeleteMarker>, got {values.names(given) or 'none'}"
         )
     if "Days" in given:
-        days = _positive(members["Days"], "Days", "Expiration")
+        days = values.days(members["Days"], "Days", "Expiration")
         return replace(rule, expiration_days=days), {"Days": days}
     if "Date" in given:
-        date = _midnight(members["Date"])
-        return replace(rule, expiration_date=date), {"Date": date.strftime("%Y-%m-%dT%H:%M:%SZ")}
-    marker = _boolean(members["ExpiredObjectDeleteMarker"], "ExpiredObjectDeleteMarker")
+        date = values.midnight(members["Date"])
+        return replace(rule, expiration_date=date), {
+            "Date": date.isoformat().replace("+00:00", "Z")
+        }
+    marker = values.boolean(members["ExpiredObjectDeleteMarker"], "ExpiredObjectDeleteMarker")
     if marker and rule.filter.tags:
         raise InvalidLifecycleRequest("ExpiredObjectDeleteMarker cannot be specified with tags")
     return replace(rule, expired_object_delete_marker=marker), {"ExpiredObjectDeleteMarker": marker}
 
 
 def _check_noncurrent(raw: Any, rule: LifecycleRule) -> tuple[LifecycleRule, dict[str, Any]]:
-    members = _members(
+    members = values.members(
         raw, {"NoncurrentDays", "NewerNoncurrentVersions"}, "NoncurrentVersionExpiration"
     )
-    days = _positive(members.get("NoncurrentDays"), "NoncurrentDays", "NoncurrentVersionExpiration")
+    days = values.days(
+        members.get("NoncurrentDays"), "NoncurrentDays", "NoncurrentVersionExpiration"
+    )
     document: dict[str, Any] = {"NoncurrentDays": days}
     newer = None
     if members.get("NewerNoncurrentVersions") is not None:
-        newer = _integer(members["NewerNoncurrentVersions"], "NewerNoncurrentVersions")
-        if not 1 <= newer <= MAX_NEWER_NONCURRENT:
-            raise InvalidArgument(
-                "'NewerNoncurrentVersions' for NoncurrentVersionExpiration action must be "
-                f"between 1 and {MAX_NEWER_NONCURRENT}"
-            )
+        refusal = (
+            "'NewerNoncurrentVersions' for NoncurrentVersionExpiration action must be "
+            f"between 1 and {MAX_NEWER_NONCURRENT}"
+        )
+        newer = values.integer(
+            members["NewerNoncurrentVersions"],
+            "NewerNoncurrentVersions",
+            1,
+            MAX_NEWER_NONCURRENT,
+            refusal,
+            refusal,
+        )
         document["NewerNoncurrentVersions"] = newer
     return replace(rule, noncurrent_days=days, newer_noncurrent_versions=newer), document
-
-
-# --- values, given as text (XML) or as Python values (boto3 shapes) ----------------------
-
-
-def _members(raw: Any, allowed: set[str], what: str) -> Mapping[str, Any]:
-    if raw is None or raw == "":
-        return {}
-    if not isinstance(raw, Mapping):
-        raise MalformedLifecycle(f"<{what}> must be an element with children")
-    unknown = set(raw) - allowed
-    if unknown:
-        raise MalformedLifecycle(f"unknown <{what}> member {_names(unknown)}")
-    return raw
-
-
-def _text(value: Any, what: str) -> str:
-    if value is None:
-        return ""
-    if not isinstance(value, str):
-        raise MalformedLifecycle(f"<{what}> must be text")
-    return value
-
-
-def _integer(value: Any, what: str) -> int:
-    if isinstance(value, bool):
-        raise MalformedLifecycle(f"<{what}> must be an integer")
-    if isinstance(value, int):
-        return value
-    text = value.strip() if isinstance(value, str) else ""
-    if not text.lstrip("-").isdigit():
-        raise MalformedLifecycle(f"<{what}> must be an integer, got {value!r}")
-    return int(text)
-
-
-def _positive(value: Any, what: str, action: str) -> int:
-    number = None if value is None else _integer(value, what)
-    if number is None or number < 1:
-        raise InvalidArgument(f"'{what}' for {action} action must be a positive integer")
-    return number
-
-
-def _boolean(value: Any, what: str) -> bool:
-    if isinstance(value, bool):
-        return value
-    text = value.strip().lower() if isinstance(value, str) else ""
-    if text not in ("true", "false"):
-        raise MalformedLifecycle(f"<{what}> must be true or false, got {value!r}")
-    return text == "true"
-
-
-def _midnight(value: Any) -> datetime:
-    if isinstance(value, datetime):
-        when = value
-    else:
-        text = value.strip() if isinstance(value, str) else ""
-        try:
-            when = datetime.fromisoformat(text.replace("Z", "+00:00"))
-        except ValueError as e:
-            raise MalformedLifecycle(f"<Date> must be an ISO 8601 date, got {value!r}") from e
-    when = when.replace(tzinfo=UTC) if when.tzinfo is None else when.astimezone(UTC)
-    if (when.hour, when.minute, when.second, when.microsecond) != (0, 0, 0, 0):
-        raise InvalidArgument(f"'Date' must be at midnight GMT, got {value!s}")
-    return when
-
-
-def _names(names: Sequence[str] | set[str]) -> str:
-    return ", ".join(f"<{n}>" for n in sorted(names))
 
 
 def _generated_id() -> str:
@@ -407,6 +358,18 @@ def rules_of(stored: Sequence[Mapping[str, Any]] | None) -> list[LifecycleRule]:
     return check_lifecycle({"Rules": list(stored)})
 
 
+def read_rule(stored: Any) -> LifecycleRule:
+    """One rule of a stored configuration as today's checks read it, or their error: a rule
+    stored before a check was added (a `Days` too large for a date) is refused here."""
+    return _check_rule(stored)
+
+
+def stored_id(stored: Any) -> str | None:
+    """The ID a stored rule gives itself, for a log line (None: it has none)."""
+    found = stored.get("ID") if isinstance(stored, Mapping) else None
+    return found if isinstance(found, str) and found else None
+
+
 def put_bucket_lifecycle(
     db: Metabase, loc: BucketLocation, configuration: Mapping[str, Any]
 ) -> list[LifecycleRule]:
@@ -421,14 +384,29 @@ def put_bucket_lifecycle(
 
 
 def get_bucket_lifecycle(db: Metabase, loc: BucketLocation) -> list[LifecycleRule]:
-    """The bucket's lifecycle rules; `LifecycleNotFound` if it has no configuration."""
+    """The bucket's lifecycle rules; `LifecycleNotFound` if it has no configuration (and
+    `check_lifecycle`'s error if a stored rule no longer reads: see `lifecycle_documents`)."""
+    return rules_of(_stored(db, loc))
+
+
+def lifecycle_documents(db: Metabase, loc: BucketLocation) -> list[Mapping[str, Any]]:
+    """The bucket's rules as GetBucketLifecycleConfiguration answers them: as stored, which
+    is as checked when they were put. A rule stored before a later check (which the run now
+    skips) is answered too, so its owner sees it and can replace it; `LifecycleNotFound` if
+    the bucket has no configuration."""
+    return [rule for rule in _stored(db, loc) if isinstance(rule, Mapping)]
+
+
+def _stored(db: Metabase, loc: BucketLocation) -> list[Any]:
+    """The stored configuration's rules (JSON: whatever was written)."""
     with db.read() as conn:
-        bucket = get_bucket(conn, loc)
-    if not bucket.lifecycle:
+        stored: Any = get_bucket(conn, loc).lifecycle
+    if not stored or not isinstance(stored, list):
         raise LifecycleNotFound(
             f"the lifecycle configuration does not exist for bucket {loc.bucket_name!r}"
         )
-    return rules_of(bucket.lifecycle)
+    rules: list[Any] = stored
+    return rules
 
 
 def delete_bucket_lifecycle(db: Metabase, loc: BucketLocation) -> None:
