@@ -1,28 +1,32 @@
 """`ripple lifecycle run` (CliRunner, SQLite and PostgreSQL): the summary line, --bucket,
---batch and --now, its refusals, a failing bucket skipped and counted, the object data it
-frees; and `LifecycleSchedule`, the thread `ripple up` runs it on, which stops cleanly (and
-warns when a run does not end in time)."""
+--batch and --now, its refusals, a failing bucket skipped and counted, a stored rule that no
+longer reads (exit status 0, the other buckets applied, the metric counted), the object data
+it frees; and `LifecycleSchedule`, the thread `ripple up` runs it on, which survives such a
+rule, stops cleanly (and warns when a run does not end in time)."""
 
 from __future__ import annotations
 
 import logging
 import sys
 import threading
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 import pytest
 import sqlalchemy as sa
 from click.testing import CliRunner
+from prometheus_client import REGISTRY, generate_latest
 
 from ripple.cli import cli
-from ripple.cli.lifecycle import LifecycleSchedule, free_data
+from ripple.cli.lifecycle import RULE_FAILURES, LifecycleSchedule, free_data
 from ripple.gateway.data import ObjectData
 from ripple.metabase import LifecycleResult, Metabase, Status, put_bucket_lifecycle
 from ripple.metabase.schema import buckets
 from ripple.metabase.uploads import begin_upload
 from tests.metabase.steps import World
+from tests.ripple_process import RippleProcess, table_rows
+from tests.test_cli import scrape
 from tests.waiting import wait_for
 
 EXPIRE = {"Rules": [{"ID": "r1", "Status": "Enabled", "Filter": {}, "Expiration": {"Days": 1}}]}
@@ -134,7 +138,9 @@ def test_run_skips_a_failing_bucket(
     )
     assert result.exit_code == 0, result.output
     assert "expired 1 objects" in result.output
-    assert "(1 transactions); 1 buckets failed (see the warnings)" in result.output
+    assert "(1 transactions); 1 rule failed in 1 bucket: see the warnings in the log" in (
+        result.output
+    )
     assert [r.bucket_name for r in world.rows()] == ["broken"]
 
 
@@ -161,3 +167,123 @@ def test_schedule_stop_warns_when_a_run_does_not_end(
     schedule._thread.join(30)
     assert not schedule._thread.is_alive()
     assert schedule.runs == 1
+
+
+HUGE_DAYS = [{"ID": "huge", "Status": "Enabled", "Filter": {}, "Expiration": {"Days": 999999999}}]
+
+
+def failures(reason: str) -> float:
+    """`ripple_lifecycle_rule_failures_total{reason}` as the default registry holds it."""
+    value = REGISTRY.get_sample_value("ripple_lifecycle_rule_failures_total", {"reason": reason})
+    return value or 0.0
+
+
+def broken_and_fine(world: World, db: Metabase) -> None:
+    """Bucket `broken` with a rule an earlier ripple stored (`Days` 999999999, past any
+    date), bucket `fine` with one that expires its object."""
+    for name in ("broken", "fine"):
+        bucket = world.bucket(name)
+        world.put(bucket, "a")
+        put_bucket_lifecycle(db, bucket, EXPIRE)
+    with db.write() as conn:
+        conn.execute(
+            sa.update(buckets).where(buckets.c.name == "broken").values(lifecycle=HUGE_DAYS)
+        )
+
+
+def test_run_exits_0_with_a_broken_rule(
+    runner: CliRunner,
+    world: World,
+    db: Metabase,
+    tmp_path: Path,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    broken_and_fine(world, db)
+    before = failures("invalid")
+    with caplog.at_level(logging.WARNING, logger="ripple.lifecycle"):
+        result = runner.invoke(
+            cli, ["lifecycle", "run", "--now", "2026-02-01T00:00:00Z"], env=env(db, tmp_path)
+        )
+    assert result.exit_code == 0, result.output
+    assert result.exception is None
+    assert "expired 1 objects" in result.output
+    assert "; 1 rule failed in 1 bucket: see the warnings in the log" in result.output
+    assert [r.bucket_name for r in world.rows()] == ["broken"]
+    assert failures("invalid") == before + 1
+    (record,) = caplog.records
+    assert record.getMessage().startswith(
+        f"lifecycle: project {world.project.id}, bucket 'broken': rule 'huge' skipped: "
+        "today's checks refuse it: 'Days' for Expiration action must be at most 1000000"
+    )
+    assert record.exc_info is None
+
+
+def test_run_refuses_a_now_past_year_9999(runner: CliRunner, db: Metabase, tmp_path: Path) -> None:
+    for late in ("9999-12-31T23:00:00-05:00", "0001-01-01T00:00:00+01:00"):
+        result = runner.invoke(cli, ["lifecycle", "run", "--now", late], env=env(db, tmp_path))
+        assert result.exit_code == 2, result.output
+        assert isinstance(result.exception, SystemExit)  # a usage error, not a traceback
+        assert "from year 1 to 9999" in result.output
+
+
+def test_schedule_survives_a_broken_rule(
+    world: World, db: Metabase, caplog: pytest.LogCaptureFixture
+) -> None:
+    broken_and_fine(world, db)
+    world.tick(timedelta(days=3))
+    before = failures("invalid")
+    schedule = LifecycleSchedule(db, 3600)
+    with caplog.at_level(logging.INFO, logger="ripple.lifecycle"):
+        schedule.start()
+        try:
+            wait_for(lambda: schedule.runs >= 1, "the first scheduled lifecycle run", timeout=30)
+        finally:
+            schedule.stop(timeout=10)
+    assert [r.bucket_name for r in world.rows()] == ["broken"]  # the other bucket applied
+    assert failures("invalid") == before + 1
+    assert [r.levelno for r in caplog.records] == [logging.WARNING, logging.WARNING]
+    skipped, summary = (r.getMessage() for r in caplog.records)
+    assert "bucket 'broken': rule 'huge' skipped" in skipped
+    assert summary.startswith("lifecycle: expired 1 objects")
+    assert summary.endswith("; 1 rule failed in 1 bucket: see the warnings in the log")
+    assert "Traceback" not in caplog.text  # not "lifecycle run failed" with its exception
+
+
+def test_rule_failures_are_exposed_per_reason_only() -> None:
+    """Every reason's series exists from the start (at 0 until a failure), none per bucket;
+    `ripple up` serves the default registry on metrics.address."""
+    exposed = generate_latest(REGISTRY).decode()
+    for reason in ("invalid", "bucket_deleted", "error"):
+        assert f'ripple_lifecycle_rule_failures_total{{reason="{reason}"}}' in exposed
+    assert RULE_FAILURES._labelnames == ("reason",)
+
+
+def test_up_applies_the_lifecycle_past_a_broken_rule(
+    world: World, db: Metabase, tmp_path: Path
+) -> None:
+    """`ripple up` itself (with Spark): its schedule's first run skips the broken rule,
+    applies the other bucket's, counts the failure on the metrics endpoint it serves, and
+    `up` runs on and stops with status 0."""
+    world.now = datetime(2020, 1, 1, tzinfo=UTC)  # long before the real clock: due now
+    broken_and_fine(world, db)
+    with RippleProcess(
+        tmp_path,
+        "up",
+        **env(db, tmp_path),
+        RIPPLE_METRICS_ADDRESS="127.0.0.1:0",
+        RIPPLE_S3_ADDRESS="127.0.0.1:0",
+    ) as up:
+        up.wait_for_output("pipeline running")
+        metrics = table_rows(up.stdout)["metrics"]
+        wait_for(
+            lambda: scrape(metrics).get('ripple_lifecycle_rule_failures_total{reason="invalid"}'),
+            "the broken rule counted on the metrics endpoint",
+        )
+        wait_for(lambda: [r.bucket_name for r in world.rows()] == ["broken"], "the fine bucket")
+        samples = scrape(metrics)
+        assert up.interrupt() == 0, up.stderr[-3000:]
+    assert samples['ripple_lifecycle_rule_failures_total{reason="invalid"}'] == 1
+    assert samples['ripple_lifecycle_rule_failures_total{reason="error"}'] == 0
+    assert "bucket 'broken': rule 'huge' skipped: today's checks refuse it" in up.stderr
+    assert "1 rule failed in 1 bucket" in up.stderr
+    assert "Traceback" not in up.stderr

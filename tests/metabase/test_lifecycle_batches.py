@@ -1,7 +1,8 @@
 """`run_lifecycle` at scale and under trouble: batches of at most `batch` rows (one key's
 versions split across them, oldest first), the bounded scan across page boundaries, a
-bucket that fails (deleted mid-run, a stored configuration that no longer reads) skipped
-and counted while the others are applied, and `cancelled` obeyed on every page read."""
+bucket that fails (deleted mid-run, a stored rule that no longer reads) skipped and
+counted while the others are applied, and `cancelled` obeyed on every page read. Rules at
+the edges of a date, and stored rules that no longer read: test_lifecycle_bounds.py."""
 
 from __future__ import annotations
 
@@ -12,7 +13,13 @@ from typing import Any
 import pytest
 import sqlalchemy as sa
 
-from ripple.metabase import Versioning, delete_object, lifecycle_run, lifecycle_scan, run_lifecycle
+from ripple.metabase import (
+    Versioning,
+    delete_object,
+    lifecycle_apply,
+    lifecycle_scan,
+    run_lifecycle,
+)
 from ripple.metabase.schema import buckets, objects
 from tests.changestream.conftest import read_all, tag_of
 from tests.metabase.steps import T0, World
@@ -129,23 +136,30 @@ def test_a_failing_bucket_is_skipped_and_counted(
             .where(buckets.c.name == "b-broken")
             .values(lifecycle=[{"ID": "bad", "Status": "On", "Expiration": {"Days": 1}}])
         )
-    commit = lifecycle_run._Run._commit
+    commit = lifecycle_apply.RuleRun._commit
 
     def deleted_first(run: Any, *args: Any) -> None:
         if run.loc.bucket_name == "a-gone":
             drop_bucket(world, "a-gone")  # after the scan, before the write
         commit(run, *args)
 
-    monkeypatch.setattr(lifecycle_run._Run, "_commit", deleted_first)
+    monkeypatch.setattr(lifecycle_apply.RuleRun, "_commit", deleted_first)
+    reasons: list[str] = []
     with caplog.at_level(logging.WARNING, logger="ripple.lifecycle"):
-        result = run_lifecycle(world.db, now=T0 + 5 * DAY)
-    assert (result.failed, result.expired, result.transactions) == (2, 1, 1)
+        result = run_lifecycle(world.db, now=T0 + 5 * DAY, rule_failed=reasons.append)
+    assert (result.failed, result.rules_failed, result.expired, result.transactions) == (
+        2,
+        2,
+        1,
+        1,
+    )
     assert not result.cancelled
     assert [r.bucket_name for r in world.rows()] == ["b-broken"]
+    assert reasons == ["bucket_deleted", "invalid"]  # a-gone's r2 is not tried
     messages = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
     assert len(messages) == 2
-    assert "bucket 'a-gone', rule 'r1' failed: bucket 'a-gone' does not exist" in messages[0]
-    assert "bucket 'b-broken' skipped: its stored configuration is refused" in messages[1]
+    assert "bucket 'a-gone': rule 'r1' failed: bucket 'a-gone' does not exist" in messages[0]
+    assert "bucket 'b-broken': rule 'bad' skipped: today's checks refuse it: " in messages[1]
 
 
 # --- cancelling ------------------------------------------------------------------------

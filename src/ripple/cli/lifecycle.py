@@ -3,7 +3,10 @@
 
 Both free the object data of what they delete (data files of deleted versions, parts of
 aborted uploads) under the data directory, after each batch commits, as the gateway does;
-what a crash leaves behind is `ripple data gc`'s.
+what a crash leaves behind is `ripple data gc`'s. Both count the rules a run skips because
+they fail (or no longer read) in `ripple_lifecycle_rule_failures_total{reason}`, which
+`ripple up` serves with the pipeline's metrics on metrics.address; the log names the bucket
+and rule.
 """
 
 from __future__ import annotations
@@ -14,6 +17,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 import click
+from prometheus_client import Counter
 from rich.progress import Progress
 
 from ripple.cli.common import console, errors, open_metabase, settings_of
@@ -21,13 +25,34 @@ from ripple.config import Settings
 from ripple.gateway.data import ObjectData
 from ripple.metabase import Metabase, Object, Status
 from ripple.metabase.buckets import bucket_owner
-from ripple.metabase.lifecycle_run import DEFAULT_BATCH, LifecycleResult, Removed, run_lifecycle
+from ripple.metabase.lifecycle_run import (
+    DEFAULT_BATCH,
+    FAILURE_REASONS,
+    LifecycleResult,
+    Removed,
+    run_lifecycle,
+)
 from ripple.metabase.types import BucketLocation
 from ripple.notifications import Registry
 from ripple.notifications.store import EventingStore
 from ripple.notifications.watcher import ConfigWatcher
 
 log = logging.getLogger("ripple.lifecycle")
+
+# in the default registry, which `ripple up` serves (the pipeline's metrics endpoint); a
+# label per reason only: the bucket and rule are in the log, not in a series of their own
+RULE_FAILURES = Counter(
+    "ripple_lifecycle_rule_failures",
+    "Lifecycle rules a run skipped because they failed or no longer read, by reason "
+    "(invalid, bucket_deleted, error); the log names the bucket and rule",
+    ["reason"],
+)
+for _reason in FAILURE_REASONS:
+    RULE_FAILURES.labels(_reason)  # each series at 0 from the start
+
+
+def count_failure(reason: str) -> None:
+    RULE_FAILURES.labels(reason).inc()
 
 
 def free_data(data: ObjectData) -> Removed:
@@ -49,9 +74,18 @@ def summary(result: LifecycleResult) -> str:
         f"{result.delete_markers_removed} expired delete markers, aborted "
         f"{result.uploads_aborted} uploads; kept {result.kept_locked} under object lock "
         f"({result.transactions} transactions)"
-        + (f"; {result.failed} buckets failed (see the warnings)" if result.failed else "")
+        + (
+            f"; {_many(result.rules_failed, 'rule')} failed in {_many(result.failed, 'bucket')}"
+            ": see the warnings in the log"
+            if result.rules_failed
+            else ""
+        )
         + ("; cancelled" if result.cancelled else "")
     )
+
+
+def _many(count: int, thing: str) -> str:
+    return f"{count} {thing}" if count == 1 else f"{count} {thing}s"
 
 
 def _parse_now(value: str | None) -> datetime | None:
@@ -59,11 +93,13 @@ def _parse_now(value: str | None) -> datetime | None:
         return None
     try:
         when = datetime.fromisoformat(value.strip().replace("Z", "+00:00"))
-    except ValueError as e:
+        # in UTC here: an offset past year 9999 (or before year 1) is refused, not a crash
+        return when.replace(tzinfo=UTC) if when.tzinfo is None else when.astimezone(UTC)
+    except (ValueError, OverflowError) as e:
         raise click.BadParameter(
-            f"{value!r} is not an ISO 8601 time (e.g. 2026-03-01T00:00:00Z)", param_hint="--now"
+            f"{value!r} is not an ISO 8601 time from year 1 to 9999 (e.g. 2026-03-01T00:00:00Z)",
+            param_hint="--now",
         ) from e
-    return when.replace(tzinfo=UTC) if when.tzinfo is None else when
 
 
 @click.group("lifecycle")
@@ -96,8 +132,10 @@ def lifecycle_run(
 
     Expires current versions (a delete marker in versioned buckets), noncurrent versions
     and expired delete markers, and aborts old multipart uploads, in system transactions
-    tagged lifecycle-expiration. Versions under object lock are kept. A bucket that fails
-    (deleted meanwhile, an unreadable stored configuration) is logged and skipped.
+    tagged lifecycle-expiration. Versions under object lock are kept. A rule that fails
+    (its bucket deleted meanwhile, a stored rule that no longer reads) is logged with its
+    bucket, counted in the summary and skipped; the others are applied, and the exit
+    status is 0.
     """
     settings = settings_of(ctx)
     now = _parse_now(now_text)
@@ -118,6 +156,7 @@ def lifecycle_run(
                 batch=batch,
                 progress=lambda n: progress.advance(task, n),
                 removed=_data_remover(settings),
+                rule_failed=count_failure,
             )
     finally:
         db.dispose()
@@ -172,7 +211,12 @@ class LifecycleSchedule:
     def _loop(self) -> None:
         while not self._stop.is_set():
             try:
-                result = run_lifecycle(self.db, removed=self.removed, cancelled=self._stop.is_set)
+                result = run_lifecycle(
+                    self.db,
+                    removed=self.removed,
+                    cancelled=self._stop.is_set,
+                    rule_failed=count_failure,
+                )
                 if result.failed:
                     log.warning("%s", summary(result))
                 elif result.changed or result.kept_locked:

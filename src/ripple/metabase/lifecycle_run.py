@@ -1,133 +1,59 @@
 """Applying lifecycle rules (`ripple lifecycle run`, and `ripple up` on a schedule).
 
-Every enabled rule of every bucket (or of one) is applied, action by action:
-AbortIncompleteMultipartUpload, Expiration of current versions (Days or Date),
-NoncurrentVersionExpiration, then ExpiredObjectDeleteMarker. The bucket is read in key
-order (each key's versions oldest first) in pages, outside any write (`lifecycle_scan`);
-the versions an action applies to are gathered into batches of at most `batch` rows (one
-key's versions split across batches when it has more), and each batch is one *system*
-transaction of one rule in one bucket, tagged `lifecycle-expiration` with the rule's ID,
-which locks the batch's keys, reads the batch's versions and their places again and
-re-applies the rule to what it finds (so a write in between is never undone).
+Every enabled rule of every bucket (or of one) is applied, in configuration order, each as
+`lifecycle_apply.RuleRun` applies one rule to one bucket (batches, transactions, ages and
+object lock are described there). `cancelled` is asked before every page read, rule,
+bucket and transaction.
 
-`now` only judges ages, as S3 counts them: a version expires `Days` after it was created,
-rounded up to the next midnight UTC, i.e. once `created_at <= midnight(now) - Days`; a
-noncurrent version `NoncurrentDays` after it became noncurrent (the `created_at` of the
-next newer version), rounded the same way; an upload `DaysAfterInitiation` after it began,
-likewise. A `Date` rule applies to every matching current version from that midnight on.
-Object lock is judged, and new delete markers are stamped, by the metabase clock
-(`db.now()`) at the write, whatever `now` is: a run "in the future" never deletes a version
-whose retention has not run out yet.
+One tenant's rule never stops the others'. A rule that fails is logged as one warning line
+naming the project, the bucket, the rule and why (no traceback), counted in the result and
+given to `rule_failed` with its reason (for the metric), and the run goes on with the
+bucket's next rule and every other bucket. The reasons (`FAILURE_REASONS`):
 
-Expiring a current version: unversioned bucket, the row is deleted; versioning enabled, a
-delete marker becomes the latest version; suspended, a `null` delete marker replaces the
-key's `null` version (DeleteObject's rule, with its helpers). A latest version that is a
-delete marker is left alone. Object lock is obeyed as TTL deletes obey it: a version under
-legal hold or active retention is never deleted (counted in `kept_locked`). Aborted uploads
-are removed as AbortMultipartUpload removes them, in a transaction the change streams that
-allow exclusion leave out. The metabase owns no object data: `removed` is told, after each
-batch commits, which rows went (their data and upload parts are the caller's to free).
+- `invalid`: the stored rule is refused by today's checks (stored before a bound was added,
+  such as a `Days` too large for a date, or written by hand); it is skipped, the bucket's
+  other rules are applied (a `Disabled` one is passed over silently: it does nothing);
+- `bucket_deleted`: the bucket went during the run; its remaining rules are not tried;
+- `error`: applying the rule raised anything else that is the rule's own (a value the
+  database refuses, a metabase error); what committed before stays.
 
-A bucket that fails (deleted during the run: `BucketNotFound`; a stored configuration that
-no longer reads) is logged, counted in `failed` and skipped; the run goes on with the next.
-`cancelled` is asked before every page read, rule, bucket and transaction.
+What is no rule's fault ends the run: the database away (`OperationalError`,
+`InterfaceError`, a connection invalidated) and, of course, `cancelled`.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
-from dataclasses import dataclass, field
-from datetime import datetime
+from collections.abc import Callable, Mapping
+from datetime import UTC, datetime
+from typing import Any
 
 import sqlalchemy as sa
 
-from ripple.changestream.capture import TransactionTag
 from ripple.metabase.db import Metabase
-from ripple.metabase.delete_object import delete_marker
-from ripple.metabase.errors import BucketNotFound, MetabaseError, ObjectLocked
-from ripple.metabase.lifecycle import LifecycleRule, rules_of
-from ripple.metabase.lifecycle_scan import (
-    Cancelled,
-    Due,
-    cap_of,
-    current_due,
-    cutoff,
-    marker_due,
-    noncurrent_due,
-    places,
-    places_now,
-)
-from ripple.metabase.listing import past
-from ripple.metabase.objectlock import check_deletable
-from ripple.metabase.rows import (
-    METADATA_COLUMNS,
-    at_bucket,
-    bucket_from_row,
-    delete_rows,
-    get_bucket,
-    insert_rows,
-    key_bytes,
-    key_version_in,
-    lock_keys,
-    next_version,
-    note_bucket,
-    object_from_row,
-    remove_null_version,
-    select_rows,
-)
-from ripple.metabase.schema import buckets, objects
-from ripple.metabase.types import Bucket, BucketLocation, Object, Status, Versioning
+from ripple.metabase.errors import BucketNotFound, MetabaseError
+from ripple.metabase.lifecycle import read_rule, stored_id
+from ripple.metabase.lifecycle_apply import Job, LifecycleResult, Removed, RuleRun
+from ripple.metabase.lifecycle_scan import Cancelled
+from ripple.metabase.rows import bucket_from_row
+from ripple.metabase.schema import buckets
+from ripple.metabase.types import Bucket, BucketLocation
+
+__all__ = [
+    "DEFAULT_BATCH",
+    "FAILURE_REASONS",
+    "LifecycleResult",
+    "Removed",
+    "RuleFailed",
+    "run_lifecycle",
+]
 
 DEFAULT_BATCH = 1000
+FAILURE_REASONS = ("invalid", "bucket_deleted", "error")
 
 log = logging.getLogger("ripple.lifecycle")
 
-Removed = Callable[[list[Object]], None]
-Write = Callable[[sa.Connection, Bucket, list[Object]], list[Object]]
-
-
-@dataclass
-class LifecycleResult:
-    """What a run did, per action."""
-
-    expired: int = 0  # current versions deleted (unversioned, or a suspended null version)
-    delete_markers_created: int = 0  # current versions expired in a versioned bucket
-    noncurrent_deleted: int = 0  # NoncurrentVersionExpiration
-    delete_markers_removed: int = 0  # ExpiredObjectDeleteMarker
-    uploads_aborted: int = 0  # AbortIncompleteMultipartUpload
-    kept_locked: int = 0  # due, but object lock protects them
-    transactions: int = 0
-    failed: int = 0  # buckets where a rule (or the configuration) failed; logged, skipped
-    cancelled: bool = False  # `cancelled` said stop before every rule was applied
-
-    @property
-    def changed(self) -> int:
-        """Rows deleted or inserted."""
-        return (
-            self.expired
-            + self.delete_markers_created
-            + self.noncurrent_deleted
-            + self.delete_markers_removed
-            + self.uploads_aborted
-        )
-
-
-@dataclass
-class _Job:
-    """What every rule of a run shares."""
-
-    db: Metabase
-    now: datetime
-    batch: int
-    result: LifecycleResult
-    progress: Callable[[int], None] | None
-    removed: Removed | None
-    cancelled: Callable[[], bool] = field(default=lambda: False)
-
-    def check(self) -> None:
-        if self.cancelled():
-            raise Cancelled
+RuleFailed = Callable[[str], None]  # told the reason of each failed rule
 
 
 def run_lifecycle(
@@ -139,51 +65,93 @@ def run_lifecycle(
     progress: Callable[[int], None] | None = None,
     removed: Removed | None = None,
     cancelled: Callable[[], bool] | None = None,
+    rule_failed: RuleFailed | None = None,
 ) -> LifecycleResult:
     """Apply every enabled lifecycle rule of every bucket (or of `bucket`), judging ages at
     `now` (the metabase clock by default; object lock is always judged by the clock).
     `progress` gets the number of rows each batch changed; `cancelled` is asked before
-    each page read, rule, bucket and batch, and a True ends the run there."""
+    each page read, rule, bucket and batch, and a True ends the run there; `rule_failed`
+    gets the reason (one of `FAILURE_REASONS`) of each rule that fails."""
     if batch < 1:
         raise ValueError("batch must be at least 1")
-    job = _Job(db, now or db.now(), batch, LifecycleResult(), progress, removed)
+    job = Job(db, (now or db.now()).astimezone(UTC), batch, LifecycleResult(), progress, removed)
     if cancelled is not None:
         job.cancelled = cancelled
     try:
         for found in _buckets(db, bucket):
-            _apply_bucket(job, found)
+            _apply_bucket(job, found, rule_failed)
     except Cancelled:
         job.result.cancelled = True
     return job.result
 
 
-def _apply_bucket(job: _Job, bucket: Bucket) -> None:
-    """Every enabled rule of the bucket; a failing rule is logged and the next one tried,
-    and the bucket counted as failed."""
+def _apply_bucket(job: Job, bucket: Bucket, rule_failed: RuleFailed | None) -> None:
+    """Every enabled rule of the bucket, each read again by today's checks; a rule that is
+    refused or fails is logged, counted and skipped, and the next one tried."""
     job.check()
-    try:
-        rules = rules_of(bucket.lifecycle)
-    except MetabaseError as e:
+    failures = 0
+
+    def failed(what: str, reason: str, why: str) -> None:
+        nonlocal failures
         log.warning(
-            "lifecycle: bucket %r skipped: its stored configuration is refused: %s",
+            "lifecycle: project %s, bucket %r: %s %s: %s",
+            bucket.project_id,
             bucket.name,
-            e.message,
+            what,
+            "skipped" if reason == "invalid" else "failed",
+            why,
         )
+        failures += 1
+        job.result.rules_failed += 1
+        if rule_failed is not None:
+            rule_failed(reason)
+
+    stored: Any = bucket.lifecycle  # JSON: whatever was written
+    if not isinstance(stored, list):
+        failed("its configuration", "invalid", "it is not a list of rules")
         job.result.failed += 1
         return
-    failed = False
-    for rule in rules:
+    for number, raw in enumerate(stored, 1):
+        if isinstance(raw, Mapping) and raw.get("Status") == "Disabled":
+            continue  # does nothing, so cannot fail, whatever else it holds
+        found_id = stored_id(raw)
+        label = f"rule {found_id!r}" if found_id is not None else f"rule #{number} (no ID)"
+        try:
+            rule = read_rule(raw)
+        except MetabaseError as e:
+            failed(label, "invalid", f"today's checks refuse it: {e.message}")
+            continue
         if not rule.enabled:
             continue
         job.check()
         try:
-            _Run(job, bucket, rule).apply()
+            RuleRun(job, bucket, rule).apply()
+        except BucketNotFound as e:
+            failed(label, "bucket_deleted", e.message)
+            break
         except MetabaseError as e:
-            log.warning("lifecycle: bucket %r, rule %r failed: %s", bucket.name, rule.id, e.message)
-            failed = True
-            if isinstance(e, BucketNotFound):
-                break
-    job.result.failed += failed
+            failed(label, "error", e.message)
+        except Exception as e:
+            if _ends_the_run(e):
+                raise
+            log.debug("lifecycle: %s of bucket %r failed", label, bucket.name, exc_info=True)
+            failed(label, "error", _one_line(e))
+    job.result.failed += int(failures > 0)
+
+
+def _ends_the_run(e: Exception) -> bool:
+    """No rule's fault: the run was cancelled, or the database is away."""
+    if isinstance(e, Cancelled | MemoryError | sa.exc.OperationalError | sa.exc.InterfaceError):
+        return True
+    return isinstance(e, sa.exc.DBAPIError) and e.connection_invalidated
+
+
+def _one_line(e: Exception) -> str:
+    """The error's name and first line (a database error's SQL and parameters left out)."""
+    lines = str(getattr(e, "orig", None) or e).strip().splitlines()
+    first = lines[0] if lines else ""
+    text = f"{type(e).__name__}: {first}" if first else type(e).__name__
+    return text if len(text) <= 300 else text[:300] + "…"
 
 
 def _buckets(db: Metabase, only: BucketLocation | None) -> list[Bucket]:
@@ -194,204 +162,3 @@ def _buckets(db: Metabase, only: BucketLocation | None) -> list[Bucket]:
         )
     with db.read() as conn:
         return [b for b in (bucket_from_row(r) for r in conn.execute(query)) if b.lifecycle]
-
-
-class _Run:
-    """One rule applied to one bucket."""
-
-    def __init__(self, job: _Job, bucket: Bucket, rule: LifecycleRule) -> None:
-        self.job, self.db, self.rule, self.now = job, job.db, rule, job.now
-        self.loc = BucketLocation(bucket.project_id, bucket.name)
-        self.tag = TransactionTag(operation="lifecycle-expiration", lifecycle_rule=rule.id)
-        self._counts = _Counts()  # of the transaction being run
-
-    def apply(self) -> None:
-        rule, now, batch = self.rule, self.now, self.job.batch
-        if rule.abort_days is not None:
-            self._abort_uploads(cutoff(now, rule.abort_days))
-        actions: list[tuple[Due, Write]] = []
-        if rule.expires_current:
-            actions.append((current_due(rule, now), self._expire_current))
-        if rule.noncurrent_days is not None:
-            actions.append((noncurrent_due(rule, now), self._delete_noncurrent))
-        if rule.expired_object_delete_marker:
-            actions.append((marker_due(rule), self._delete_markers))
-        for due, write in actions:
-            planned: list[Object] = []
-            scan = places(self.db, self.loc, rule.filter.prefix, cap_of(rule), self.job.cancelled)
-            for place in scan:
-                if due(place):
-                    planned.append(place.row)
-                    if len(planned) >= batch:
-                        self._commit(planned, due, write)
-                        planned = []
-            if planned:
-                self._commit(planned, due, write)
-
-    # --- the writes ----------------------------------------------------------------------
-
-    def _commit(self, planned: list[Object], due: Due, write: Write) -> None:
-        """One transaction: lock the keys, read the planned versions' places again, apply
-        the rule to what is there now and write."""
-        self.job.check()
-        keys = sorted({key_bytes(r.object_key) for r in planned})
-
-        def tx(conn: sa.Connection) -> list[Object]:
-            self._counts = _Counts()  # a retried attempt starts again
-            bucket = get_bucket(conn, self.loc, lock="share")
-            note_bucket(conn, bucket)
-            lock_keys(conn, self.loc, keys)
-            targets = [p.row for p in places_now(conn, self.loc, planned) if due(p)]
-            return write(conn, bucket, targets)
-
-        # not excluded as a transaction: like a TTL delete it is the database's own change,
-        # which only a stream's `exclude_ttl_deletes` leaves out
-        gone = self.db.run_write(tx, self.tag, system=True, exclude_txn_from_change_streams=False)
-        self._finish(gone)
-
-    def _finish(self, gone: list[Object]) -> None:
-        counts = self._counts
-        r = self.job.result
-        r.transactions += 1
-        r.expired += counts.expired
-        r.delete_markers_created += counts.markers
-        r.noncurrent_deleted += counts.noncurrent
-        r.delete_markers_removed += counts.markers_removed
-        r.uploads_aborted += counts.aborted
-        r.kept_locked += counts.locked
-        if self.job.removed is not None and gone:
-            self.job.removed(gone)
-        if self.job.progress is not None:
-            self.job.progress(counts.changed)
-
-    def _deletable(self, rows: list[Object]) -> list[Object]:
-        """The rows object lock lets go (judged by the metabase clock, never by the run's
-        `now`); the others are counted as kept."""
-        clock = self.db.now()
-        free = []
-        for row in rows:
-            try:
-                check_deletable(row, clock, bypass=False)
-            except ObjectLocked:
-                self._counts.locked += 1
-                continue
-            free.append(row)
-        return free
-
-    def _expire_current(
-        self, conn: sa.Connection, bucket: Bucket, targets: list[Object]
-    ) -> list[Object]:
-        """Expire the current versions: DeleteObject without a version ID, as S3's
-        lifecycle does it (no governance bypass)."""
-        if bucket.versioning is Versioning.UNVERSIONED:
-            doomed = self._deletable(targets)
-            delete_rows(conn, doomed)
-            self._counts.expired += len(doomed)
-            return doomed
-        clock = self.db.now()  # object lock and the markers' created_at: never the run's `now`
-        gone: list[Object] = []
-        markers = []
-        for target in targets:
-            loc = target.location
-            try:
-                old = remove_null_version(conn, bucket, loc, clock, bypass=False)
-            except ObjectLocked:
-                self._counts.locked += 1
-                continue
-            gone += old
-            self._counts.expired += len(old)
-            markers.append(delete_marker(bucket, loc, next_version(conn, loc), clock))
-        insert_rows(conn, markers)
-        self._counts.markers += len(markers)
-        return gone
-
-    def _delete_noncurrent(
-        self, conn: sa.Connection, _bucket: Bucket, targets: list[Object]
-    ) -> list[Object]:
-        doomed = self._deletable(targets)
-        delete_rows(conn, doomed)
-        self._counts.noncurrent += len(doomed)
-        return doomed
-
-    def _delete_markers(
-        self, conn: sa.Connection, _bucket: Bucket, targets: list[Object]
-    ) -> list[Object]:
-        delete_rows(conn, targets)  # a delete marker is never locked
-        self._counts.markers_removed += len(targets)
-        return targets
-
-    def _abort_uploads(self, begun: datetime) -> None:
-        """Remove the uploads under the rule's prefix begun at or before `begun`, `batch`
-        at a time (a filter's tags and sizes cannot apply to an upload)."""
-        prefix = self.rule.filter.prefix.encode("utf-8")
-        position = sa.tuple_(objects.c.object_key, objects.c.version)
-        after: tuple[bytes, int] | None = None
-        while True:
-            self.job.check()
-            where = [
-                at_bucket(self.loc),
-                objects.c.status == int(Status.PENDING),
-                objects.c.created_at <= begun,
-            ]
-            if prefix:
-                where += [objects.c.object_key >= prefix, objects.c.object_key < past(prefix)]
-            if after is not None:
-                where.append(position > sa.tuple_(*(sa.literal(v) for v in after)))
-            query = (
-                sa.select(*METADATA_COLUMNS)
-                .where(*where)
-                .order_by(*position.clauses)
-                .limit(self.job.batch)
-            )
-            with self.db.read() as conn:
-                found = [object_from_row(r) for r in conn.execute(query)]
-            if not found:
-                return
-            after = (key_bytes(found[-1].object_key), found[-1].version)
-            self._abort(found, begun)
-            if len(found) < self.job.batch:
-                return
-
-    def _abort(self, found: list[Object], begun: datetime) -> None:
-        self.job.check()
-
-        def tx(conn: sa.Connection) -> list[Object]:
-            self._counts = _Counts()
-            get_bucket(conn, self.loc, lock="share")
-            lock_keys(conn, self.loc, sorted({key_bytes(r.object_key) for r in found}))
-            rows = select_rows(
-                conn,
-                sa.and_(
-                    at_bucket(self.loc),
-                    key_version_in(
-                        conn, [key_bytes(r.object_key) for r in found], [r.version for r in found]
-                    ),
-                    objects.c.status == int(Status.PENDING),
-                    objects.c.created_at <= begun,
-                ),
-                lock=True,
-                data=False,
-            )
-            stream_ids = {r.stream_id for r in found}
-            rows = [r for r in rows if r.stream_id in stream_ids]
-            delete_rows(conn, rows)
-            self._counts.aborted += len(rows)
-            return rows
-
-        # as abort_upload: excluded from the change streams that allow it
-        gone = self.db.run_write(tx, self.tag, system=True)
-        self._finish(gone)
-
-
-@dataclass
-class _Counts:
-    expired: int = 0
-    markers: int = 0
-    noncurrent: int = 0
-    markers_removed: int = 0
-    aborted: int = 0
-    locked: int = 0
-
-    @property
-    def changed(self) -> int:
-        return self.expired + self.markers + self.noncurrent + self.markers_removed + self.aborted

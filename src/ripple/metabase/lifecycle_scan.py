@@ -10,6 +10,11 @@ millions of versions costs no more memory than one with two. `places_now` reads 
 of given versions again inside a write, in one statement, however many versions their keys
 have. `current_due`, `noncurrent_due` and `marker_due` judge a place at `now`.
 
+An age is judged against `cutoff(now, days)`, which is None when it would reach back before
+year 1 (a `Days` of up to a million, judged at any `now`): nothing is that old, so the due
+functions are None too and the action is not scanned for at all; no date overflows, in
+Python or in a statement.
+
 Oldest first matters: the batches of one key's noncurrent versions are deleted oldest
 first, and deleting older versions changes nothing of a newer version's place, so what a
 later batch reads again is what the scan saw.
@@ -67,32 +72,46 @@ def midnight(when: datetime) -> datetime:
     return when.astimezone(UTC).replace(hour=0, minute=0, second=0, microsecond=0)
 
 
-def cutoff(now: datetime, days: int) -> datetime:
+def cutoff(now: datetime, days: int) -> datetime | None:
     """Versions created (or made noncurrent) at or before this are `days` old at `now`,
-    counting S3's way: the age runs out at the midnight after creation + `days`."""
-    return midnight(now) - timedelta(days=days)
+    counting S3's way: the age runs out at the midnight after creation + `days`. None if
+    that is before year 1: nothing is that old."""
+    try:
+        return midnight(now) - timedelta(days=days)
+    except OverflowError:
+        return None
 
 
-def current_due(rule: LifecycleRule, now: datetime) -> Due:
-    """Expiration (Days or Date) of a current version that is not a delete marker."""
+def current_due(rule: LifecycleRule, now: datetime) -> Due | None:
+    """Expiration (Days or Date) of a current version that is not a delete marker; None
+    if nothing can be due at `now`."""
+    limit: datetime | None = None  # None: every current version, whenever created
+    if rule.expiration_days is not None:
+        limit = cutoff(now, rule.expiration_days)
+        if limit is None:
+            return None
+    else:
+        assert rule.expiration_date is not None
+        if now < rule.expiration_date:
+            return None
 
     def due(place: Place) -> bool:
         row = place.row
         if not place.latest or row.is_delete_marker or not rule.filter.matches(row):
             return False
-        if rule.expiration_days is not None:
-            return row.created_at <= cutoff(now, rule.expiration_days)
-        assert rule.expiration_date is not None
-        return now >= rule.expiration_date
+        return limit is None or row.created_at <= limit
 
     return due
 
 
-def noncurrent_due(rule: LifecycleRule, now: datetime) -> Due:
+def noncurrent_due(rule: LifecycleRule, now: datetime) -> Due | None:
     """NoncurrentVersionExpiration: noncurrent `NoncurrentDays` (since the next newer
-    version was written), and not one of the `NewerNoncurrentVersions` newest noncurrent."""
+    version was written), and not one of the `NewerNoncurrentVersions` newest noncurrent;
+    None if nothing can be due at `now`."""
     assert rule.noncurrent_days is not None
     limit = cutoff(now, rule.noncurrent_days)
+    if limit is None:
+        return None
     keep = rule.newer_noncurrent_versions or 0
 
     def due(place: Place) -> bool:
