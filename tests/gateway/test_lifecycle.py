@@ -21,7 +21,7 @@ from botocore.exceptions import ClientError
 from ripple.metabase import run_lifecycle
 from ripple.metabase.schema import buckets
 from tests.gateway.conftest import Running
-from tests.gateway.test_listing import error_code, raw_request
+from tests.gateway.wire import error_code, raw_request
 
 BUCKET = "logs"
 
@@ -337,10 +337,7 @@ def test_hostile_documents_replayed_draw_4xx_and_no_traceback(
     s3.create_bucket(Bucket=BUCKET)
 
     def put(body: bytes) -> httpx.Response:
-        digest = base64.b64encode(hashlib.md5(body).digest()).decode()
-        return raw_request(
-            gateway, "PUT", f"/{BUCKET}", {"lifecycle": ""}, body, {"Content-MD5": digest}
-        )
+        return raw_request(gateway, "PUT", f"/{BUCKET}", {"lifecycle": ""}, body, content_md5=True)
 
     with caplog.at_level(logging.INFO):
         for _ in range(2):  # the same requests again: still refused the same way
