@@ -246,9 +246,39 @@ def test_url_encoding_on_the_wire(gateway: Running, s3: Any) -> None:
     assert v1["Marker"] == "a%20b"
 
 
+def test_list_objects_v1_answers_its_prefix_as_sent(gateway: Running, s3: Any) -> None:
+    """S3 encodes ListObjects' keys, common prefixes, markers and delimiter, not its
+    Prefix; boto3 asks for encoding-type=url and decodes only those."""
+    filled(s3, "vone", ["a b/1", "a b/2", "c"])
+    listed = s3.list_objects(Bucket="vone", Prefix="a b/", Delimiter="/")
+    assert listed["Prefix"] == "a b/"
+    assert [c["Key"] for c in listed["Contents"]] == ["a b/1", "a b/2"]
+    newline = s3.list_objects(Bucket="vone", Prefix="\n")
+    assert newline["Prefix"] == "\n"
+    assert "Contents" not in newline
+    raw = raw_request(gateway, "GET", "/vone", {"prefix": "a b/", "encoding-type": "url"})
+    namespace = {"s3": "http://s3.amazonaws.com/doc/2006-03-01/"}
+    root = ET.fromstring(raw.content)
+    assert root.findtext("s3:Prefix", namespaces=namespace) == "a b/"
+    assert root.findtext("s3:Contents/s3:Key", namespaces=namespace) == "a%20b/1"
+    # V2 and ListObjectVersions encode it, and boto3 decodes it there
+    assert s3.list_objects_v2(Bucket="vone", Prefix="\n")["Prefix"] == "\n"
+    assert s3.list_object_versions(Bucket="vone", Prefix="a b/")["Prefix"] == "a b/"
+
+
+def test_an_empty_continuation_token_starts_from_the_beginning(s3: Any) -> None:
+    filled(s3, "tokens", ["a", "b", "c"])
+    listed = s3.list_objects_v2(Bucket="tokens", ContinuationToken="")
+    assert listed["ContinuationToken"] == ""
+    assert [c["Key"] for c in listed["Contents"]] == ["a", "b", "c"]
+    after = s3.list_objects_v2(Bucket="tokens", ContinuationToken="", StartAfter="a")
+    assert [c["Key"] for c in after["Contents"]] == ["b", "c"]
+
+
 def test_encoding_type_and_max_keys_are_checked(gateway: Running, s3: Any) -> None:
     s3.create_bucket(Bucket="checked")
-    for params in ({"max-keys": "ten"}, {"max-keys": "-1"}, {"encoding-type": "base64"}):
+    bad_counts = ["ten", "-1", "+5", "5x", "1_000", "\u0661\u0662", "²", "9" * 5000, str(2**31)]
+    for params in [{"max-keys": bad} for bad in bad_counts] + [{"encoding-type": "base64"}]:
         response = raw_request(gateway, "GET", "/checked", params)
         assert response.status_code == 400, params
         assert error_code(response) == "InvalidArgument"
@@ -261,7 +291,7 @@ def test_encoding_type_and_max_keys_are_checked(gateway: Running, s3: Any) -> No
     assert s3.list_objects_v2(Bucket="checked", MaxKeys=0)["KeyCount"] == 0
 
 
-@pytest.mark.parametrize("token", ["not base64!", "AA", "ZZZZ", "Ag", ""])
+@pytest.mark.parametrize("token", ["not base64!", "AA", "ZZZZ", "Ag", "A" * 5000])
 def test_a_bad_continuation_token_is_invalid_argument(s3: Any, token: str) -> None:
     filled(s3, "tokens", ["a", "b"])
     with pytest.raises(ClientError) as caught:

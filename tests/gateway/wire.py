@@ -6,6 +6,7 @@ from __future__ import annotations
 import base64
 import hashlib
 import xml.etree.ElementTree as ET
+from urllib.parse import quote, urlencode
 
 import httpx
 from botocore.auth import S3SigV4Auth
@@ -30,7 +31,9 @@ def raw_request(
     headers = dict(headers or {})
     if content_md5:
         headers["Content-MD5"] = base64.b64encode(hashlib.md5(body).digest()).decode()
-    url = str(httpx.URL(gateway.url + path, params=params or {}))
+    # spaces as %20, never `+`: what botocore signs is what the gateway must read
+    query = urlencode(params or {}, quote_via=quote)
+    url = gateway.url + path + (f"?{query}" if query else "")
     request = AWSRequest(method=method, url=url, data=body, headers=headers)
     credentials = Credentials(gateway.key.access_key_id, gateway.secret)
     S3SigV4Auth(credentials, "s3", "us-east-1").add_auth(request)

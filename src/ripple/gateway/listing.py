@@ -23,7 +23,7 @@ from ripple.gateway.app import operation
 from ripple.gateway.auth import authorize
 from ripple.gateway.errors import S3Error
 from ripple.gateway.headers import quoted
-from ripple.gateway.request import S3Request
+from ripple.gateway.request import S3Request, query_number
 from ripple.metabase import Object, list_object_versions, list_objects
 from ripple.metabase.listing import MAX_KEYS
 
@@ -45,15 +45,8 @@ class Query:
 
 
 def _query(req: S3Request) -> Query:
-    raw_max = req.query.get("max-keys", str(MAX_KEYS))
-    try:
-        max_keys = int(raw_max)
-    except ValueError:
-        raise S3Error(
-            "InvalidArgument", f"max-keys {raw_max!r} is not a whole number (0 to {MAX_KEYS})"
-        ) from None
-    if max_keys < 0:
-        raise S3Error("InvalidArgument", f"max-keys must be 0 or more, got {max_keys}")
+    # S3 takes any 32-bit count and lists at most 1000
+    max_keys = query_number(req, "max-keys", most=2**31 - 1, default=MAX_KEYS)
     encoding = req.query.get("encoding-type")
     if encoding is not None and encoding.lower() != "url":
         raise S3Error("InvalidArgument", f"invalid encoding-type {encoding!r}: the only one is url")
@@ -67,9 +60,12 @@ def _query(req: S3Request) -> Query:
     return query
 
 
-def _head(root: ET.Element, req: S3Request, query: Query) -> None:
+def _head(root: ET.Element, req: S3Request, query: Query, *, encoded_prefix: bool = True) -> None:
+    """Name and Prefix. ListObjects (v1) answers the prefix as sent, even with
+    encoding-type=url: S3 encodes keys, common prefixes, markers and the delimiter there,
+    not the prefix (and SDKs decode only those)."""
     xml.add(root, "Name", req.bucket)
-    xml.add(root, "Prefix", query.wire(query.prefix))
+    xml.add(root, "Prefix", query.wire(query.prefix) if encoded_prefix else query.prefix)
 
 
 def _tail(root: ET.Element, query: Query, truncated: bool) -> None:
@@ -120,7 +116,7 @@ async def list_v1(req: S3Request) -> Response:
         max_keys=query.max_keys,
     )
     root = xml.document("ListBucketResult")
-    _head(root, req, query)
+    _head(root, req, query, encoded_prefix=False)
     xml.add(root, "Marker", query.wire(marker))
     # without a delimiter S3 leaves it out: clients resume after the last Key
     if result.is_truncated and query.delimiter:
@@ -164,7 +160,8 @@ async def list_v2(req: S3Request) -> Response:
     token = req.query.get("continuation-token")
     start_after = req.query.get("start-after", "")
     fetch_owner = req.query.get("fetch-owner", "").lower() == "true"
-    position = resume_key(token) if token is not None else start_after
+    # an empty token is no token: the listing starts from the beginning (or start-after)
+    position = resume_key(token) if token else start_after
     result = await req.run(
         list_objects,
         req.db,
