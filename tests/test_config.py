@@ -455,7 +455,17 @@ def test_a_too_long_integer_is_bad_toml_not_a_crash(tmp_path: Path) -> None:
     assert "not valid TOML: an integer is too long" in _error(environ={})
 
 
-# --- the destination guard -------------------------------------------------------
+# --- region and destination guard -------------------------------------------------------
+
+
+def test_events_name_us_east_1_when_no_region_is_configured() -> None:
+    settings = load_settings(environ={})
+    assert settings.region == ""
+    assert settings.effective_region == "us-east-1"
+    assert settings.event_settings.region == "us-east-1"
+    assert load_settings(environ={"RIPPLE_REGION": "eu-west-1"}).event_settings.region == (
+        "eu-west-1"
+    )
 
 
 def test_the_guard_of_the_settings() -> None:

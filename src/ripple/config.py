@@ -19,6 +19,7 @@ from typing import Any
 import sqlalchemy as sa
 
 from ripple.events import EventSettings
+from ripple.events.record import DEFAULT_REGION
 from ripple.metabase.db import normalize_url
 from ripple.notifications.phase1 import EventingConfigError, parse_eventing_buckets
 from ripple.notifications.topics import Topic, parse_topics
@@ -27,7 +28,6 @@ from ripple.snapshotter.settings import SnapshotterSettings, parse_snapshotters
 from ripple.targets.guard import DestinationGuard
 
 DEFAULT_CONFIG_FILE = "ripple.toml"
-DEFAULT_REGION = "us-east-1"  # what the gateway answers and events name when none is set
 
 
 class ConfigError(ValueError):
@@ -104,7 +104,7 @@ class Settings:
         """What event messages say that no change record does: source, region, partition."""
         return EventSettings(
             event_source=self.event_source,
-            region=self.region,
+            region=self.effective_region,
             arn_partition=self.arn_partition,
         )
 

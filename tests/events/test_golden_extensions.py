@@ -100,11 +100,12 @@ def golden(
     return {
         "eventVersion": version,
         "eventSource": "ripple:s3",
-        "awsRegion": "",
+        "awsRegion": "us-east-1",  # none configured
         "eventTime": event_time(commit_ns),
         "eventName": name,
         "userIdentity": {"principalId": principal},
-        "requestParameters": {"sourceIPAddress": principal},
+        # no request made these changes (no transaction tag): the system's name
+        "requestParameters": {"sourceIPAddress": principal or "ripple"},
         "responseElements": {"x-amz-request-id": "", "x-amz-id-2": ""},
         "s3": {
             "s3SchemaVersion": "1.0",
@@ -251,7 +252,14 @@ def test_rename_of_a_prefix(events: Events) -> None:
         "photos",
         events.owner,
         at,
-        {"key": "archive/2025/", "sequencer": sequencer(at, 4), "renameFromKey": "2025/"},
+        # about no one object: size 0 and no eTag, as consumers that need both take it
+        {
+            "key": "archive/2025/",
+            "size": 0,
+            "eTag": "",
+            "sequencer": sequencer(at, 4),
+            "renameFromKey": "2025/",
+        },
     )
     assert mode(made, "single") == [renamed]
     assert hdfs(mode(made, "single")) == [
@@ -477,7 +485,8 @@ def test_bucket_events(events: Events) -> None:
     def bucket_event(name: str, commit_ns: int) -> dict[str, Any]:
         message = golden(name, "new-bucket", events.owner, commit_ns, {})
         message["s3"]["bucket"].update({"versioning": "Enabled", "objectLockEnabled": True})
-        message["s3"]["object"] = {"key": "", "sequencer": sequencer(commit_ns, 0)}
+        obj = {"key": "", "size": 0, "eTag": "", "sequencer": sequencer(commit_ns, 0)}
+        message["s3"]["object"] = obj
         return message
 
     assert (created.project_id, created.bucket, created.key) == (

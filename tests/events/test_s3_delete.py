@@ -25,7 +25,7 @@ def test_delete_unversioned() -> None:
             {
                 "eventVersion": "2.1",
                 "eventSource": "ripple:s3",
-                "awsRegion": "",
+                "awsRegion": "us-east-1",
                 "eventTime": "2026-11-21T10:15:30.123Z",
                 "eventName": "ObjectRemoved:Delete",
                 "userIdentity": {"principalId": "U"},
@@ -54,11 +54,11 @@ def test_delete_without_version_in_enabled_bucket_creates_marker() -> None:
             {
                 "eventVersion": "2.1",
                 "eventSource": "ripple:s3",
-                "awsRegion": "",
+                "awsRegion": "us-east-1",
                 "eventTime": "2026-11-21T10:15:30.123Z",
                 "eventName": "ObjectRemoved:DeleteMarkerCreated",
                 "userIdentity": {"principalId": ""},
-                "requestParameters": {"sourceIPAddress": ""},
+                "requestParameters": {"sourceIPAddress": "ripple"},
                 "responseElements": {"x-amz-request-id": "", "x-amz-id-2": ""},
                 "s3": {
                     "s3SchemaVersion": "1.0",
@@ -89,11 +89,11 @@ def test_delete_without_version_in_suspended_bucket_is_only_marker_created() -> 
             {
                 "eventVersion": "2.1",
                 "eventSource": "ripple:s3",
-                "awsRegion": "",
+                "awsRegion": "us-east-1",
                 "eventTime": "2026-11-21T10:15:30.123Z",
                 "eventName": "ObjectRemoved:DeleteMarkerCreated",
                 "userIdentity": {"principalId": ""},
-                "requestParameters": {"sourceIPAddress": ""},
+                "requestParameters": {"sourceIPAddress": "ripple"},
                 "responseElements": {"x-amz-request-id": "", "x-amz-id-2": ""},
                 "s3": {
                     "s3SchemaVersion": "1.0",
@@ -123,11 +123,11 @@ def test_delete_exact_version_and_delete_marker_in_enabled_bucket() -> None:
                 {
                     "eventVersion": "2.1",
                     "eventSource": "ripple:s3",
-                    "awsRegion": "",
+                    "awsRegion": "us-east-1",
                     "eventTime": "2026-11-21T10:15:30.123Z",
                     "eventName": "ObjectRemoved:Delete",
                     "userIdentity": {"principalId": ""},
-                    "requestParameters": {"sourceIPAddress": ""},
+                    "requestParameters": {"sourceIPAddress": "ripple"},
                     "responseElements": {"x-amz-request-id": "", "x-amz-id-2": ""},
                     "s3": {
                         "s3SchemaVersion": "1.0",
@@ -175,11 +175,11 @@ def test_delete_objects_several_keys_and_two_versions_of_one_key() -> None:
         return {
             "eventVersion": "2.1",
             "eventSource": "ripple:s3",
-            "awsRegion": "",
+            "awsRegion": "us-east-1",
             "eventTime": "2026-11-21T10:15:30.123Z",
             "eventName": name,
             "userIdentity": {"principalId": ""},
-            "requestParameters": {"sourceIPAddress": ""},
+            "requestParameters": {"sourceIPAddress": "ripple"},
             "responseElements": {"x-amz-request-id": "BULK", "x-amz-id-2": ""},
             "s3": {
                 "s3SchemaVersion": "1.0",

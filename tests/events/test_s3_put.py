@@ -31,7 +31,7 @@ def test_put_new_key_unversioned_inline_commit() -> None:
             {
                 "eventVersion": "2.1",
                 "eventSource": "ripple:s3",
-                "awsRegion": "",
+                "awsRegion": "us-east-1",
                 "eventTime": "2026-11-21T10:15:30.123Z",
                 "eventName": "ObjectCreated:Put",
                 "userIdentity": {"principalId": "AKIAUSER1"},
@@ -71,7 +71,7 @@ def test_put_overwrite_unversioned_is_one_created_event() -> None:
             {
                 "eventVersion": "2.1",
                 "eventSource": "ripple:s3",
-                "awsRegion": "",
+                "awsRegion": "us-east-1",
                 "eventTime": "2026-11-21T10:15:30.123Z",
                 "eventName": "ObjectCreated:Put",
                 "userIdentity": {"principalId": "AKIAUSER1"},
@@ -112,11 +112,11 @@ def test_put_versioning_enabled_has_the_version_id() -> None:
             {
                 "eventVersion": "2.1",
                 "eventSource": "ripple:s3",
-                "awsRegion": "",
+                "awsRegion": "us-east-1",
                 "eventTime": "2026-11-21T10:15:30.123Z",
                 "eventName": "ObjectCreated:Put",
                 "userIdentity": {"principalId": ""},
-                "requestParameters": {"sourceIPAddress": ""},
+                "requestParameters": {"sourceIPAddress": "ripple"},
                 "responseElements": {"x-amz-request-id": "", "x-amz-id-2": ""},
                 "s3": {
                     "s3SchemaVersion": "1.0",
@@ -152,11 +152,11 @@ def test_put_versioning_suspended_replaces_null_version() -> None:
                 {
                     "eventVersion": "2.1",
                     "eventSource": "ripple:s3",
-                    "awsRegion": "",
+                    "awsRegion": "us-east-1",
                     "eventTime": "2026-11-21T10:15:30.123Z",
                     "eventName": "ObjectCreated:Put",
                     "userIdentity": {"principalId": ""},
-                    "requestParameters": {"sourceIPAddress": ""},
+                    "requestParameters": {"sourceIPAddress": "ripple"},
                     "responseElements": {"x-amz-request-id": "", "x-amz-id-2": ""},
                     "s3": {
                         "s3SchemaVersion": "1.0",
@@ -195,7 +195,7 @@ def test_copy_into_enabled_bucket() -> None:
             {
                 "eventVersion": "2.1",
                 "eventSource": "ripple:s3",
-                "awsRegion": "",
+                "awsRegion": "us-east-1",
                 "eventTime": "2026-11-21T10:15:30.123Z",
                 "eventName": "ObjectCreated:Copy",
                 "userIdentity": {"principalId": "P2"},
@@ -237,11 +237,11 @@ def test_complete_multipart_upload_and_post_unversioned() -> None:
                 {
                     "eventVersion": "2.1",
                     "eventSource": "ripple:s3",
-                    "awsRegion": "",
+                    "awsRegion": "us-east-1",
                     "eventTime": "2026-11-21T10:15:30.123Z",
                     "eventName": name,
                     "userIdentity": {"principalId": ""},
-                    "requestParameters": {"sourceIPAddress": ""},
+                    "requestParameters": {"sourceIPAddress": "ripple"},
                     "responseElements": {"x-amz-request-id": "", "x-amz-id-2": ""},
                     "s3": {
                         "s3SchemaVersion": "1.0",
@@ -283,7 +283,8 @@ def test_put_with_empty_tag() -> None:
     event = parsed(records)["Records"][0]
     assert event["eventName"] == "ObjectCreated:Put"
     assert event["userIdentity"] == {"principalId": ""}
-    assert event["requestParameters"] == {"sourceIPAddress": ""}
+    # no request made it known: the system's name, never an empty address
+    assert event["requestParameters"] == {"sourceIPAddress": "ripple"}
     assert event["responseElements"] == {"x-amz-request-id": "", "x-amz-id-2": ""}
     assert event["s3"]["object"] == {"key": "k", "size": 2, "sequencer": "18EA07F04CD9E11500000000"}
 

@@ -70,7 +70,7 @@ def golden(name: str, obj: dict[str, Any]) -> dict[str, Any]:
             {
                 "eventVersion": "2.3",
                 "eventSource": "ripple:s3",
-                "awsRegion": "",
+                "awsRegion": "us-east-1",
                 "eventTime": "2026-11-21T10:15:30.123Z",
                 "eventName": name,
                 "userIdentity": {"principalId": "AKIAUSER1"},

@@ -327,7 +327,7 @@ def test_writes_reach_a_webhook_pubsub_and_a_pull_subscription_as_exact_s3_event
         return {
             "eventVersion": "2.1",
             "eventSource": "ripple:s3",  # DESIGN.md: configurable, default ripple:s3
-            "awsRegion": "",  # no region configured
+            "awsRegion": "us-east-1",  # no region configured: S3's name for none
             "eventTime": f"2026-11-21T10:15:{30 + n}.123Z",
             "eventName": name,
             "userIdentity": {"principalId": "alice"},

@@ -35,7 +35,7 @@ def s3_event(
     return {
         "eventVersion": "2.1",
         "eventSource": "ripple:s3",
-        "awsRegion": "",
+        "awsRegion": "us-east-1",
         "eventTime": time,
         "eventName": name,
         "userIdentity": {"principalId": "AKIAUSER1"},

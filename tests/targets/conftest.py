@@ -51,7 +51,7 @@ def event_record(
     return {
         "eventVersion": "2.1",
         "eventSource": "ripple:s3",
-        "awsRegion": "",
+        "awsRegion": "us-east-1",
         "eventTime": f"2026-11-21T10:15:{30 + n % 30:02d}.123Z",
         "eventName": event_name,
         "userIdentity": {"principalId": "1PublicProjectIdOfPhotos"},

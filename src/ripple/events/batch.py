@@ -328,6 +328,9 @@ def _fill(
     rows = rows.subset(eligible)  # from here on, positions among the eligible rows
     codes, shapes = rows.shapes()
     holes = rows.holes()
+    # as `s3_events`: a transaction without a source address has the system's name
+    source = holes["source_ip"]
+    holes["source_ip"] = pc.if_else(pc.equal(source, ""), templates.settings.system_name, source)
     taken: list[np.ndarray] = []
     parts: list[tuple[np.ndarray, dict[str, pa.Array]]] = []
     for code, shape in enumerate(shapes):

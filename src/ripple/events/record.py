@@ -7,7 +7,15 @@ what each event type adds to `s3.object` (`EventShape`), for `ripple.events.s3` 
 - `ObjectMetadata:Update`: `metadataUpdate`, which settings changed (`retention`,
   `legalHold`; `lastModified` and `userMetadata` for a copy onto itself) and their values.
 - `LifecycleExpiration:*`: `lifecycleEventData` (beside `s3`) naming the rule, and the
-  system as principal and source when no request made the change.
+  system as principal and source (no request made the change).
+- `ObjectRenamed:Rename` of a prefix, and bucket events, name no one object: `size` 0 and an
+  empty `eTag`, so that consumers requiring both of every event but a removal (AWS Lambda
+  Powertools' `S3Model`) take them.
+
+`sourceIPAddress` is never empty: a change no request made (a system transaction, a write
+without a transaction tag) has the system's name, `ripple`; with the event source `aws:s3`
+ripple names itself as Amazon S3 does, `s3.amazonaws.com` (`EventSettings.system_name`),
+the only name besides an address that typed AWS consumers accept.
 
 Pure: no I/O.
 """
@@ -31,7 +39,10 @@ from ripple.events.sequencer import event_time, sequencer, timestamp_ns
 from ripple.events.tag import TransactionTag
 
 __all__ = [
+    "AWS_EVENT_SOURCE",
+    "DEFAULT_REGION",
     "DEFAULT_SETTINGS",
+    "NO_OBJECT",
     "NULL_VERSION_ID",
     "SYSTEM_PRINCIPAL",
     "VERSIONED_STATUSES",
@@ -47,6 +58,9 @@ __all__ = [
 ]
 
 NULL_VERSION_ID: Final = "null"
+DEFAULT_REGION: Final = "us-east-1"
+AWS_EVENT_SOURCE: Final = "aws:s3"
+AWS_SYSTEM_NAME: Final = "s3.amazonaws.com"
 
 
 S3_SCHEMA_VERSION: Final = "1.0"
@@ -60,9 +74,15 @@ class EventSettings:
     """What an event message says that no change record does."""
 
     event_source: str = "ripple:s3"
-    region: str = ""
+    region: str = DEFAULT_REGION  # the gateway's; none configured: us-east-1, as S3 says
     arn_partition: str = "aws"  # bucket ARN arn:<partition>:s3:::<bucket>
     configuration_id: str = "ObjectEvents"
+
+    @property
+    def system_name(self) -> str:
+        """Who made a change no request made, as principal and source: `ripple`, or, when
+        the events speak as Amazon S3's (`aws:s3`), `s3.amazonaws.com`, as S3 names itself."""
+        return AWS_SYSTEM_NAME if self.event_source == AWS_EVENT_SOURCE else SYSTEM_PRINCIPAL
 
 
 DEFAULT_SETTINGS: Final = EventSettings()
@@ -113,6 +133,8 @@ _RETENTION_MODES: Final = {1: "GOVERNANCE", 2: "COMPLIANCE"}
 
 # transactions no request made (lifecycle): the principal and source S3 names itself as
 SYSTEM_PRINCIPAL: Final = "ripple"
+# the size and eTag of an event about no one object (a prefix's rename, a bucket)
+NO_OBJECT: Final = {"size": 0, "eTag": ""}
 
 
 @dataclass(frozen=True)
@@ -147,6 +169,8 @@ class EventShape:
             etag = self.values.get("etag") or self.tag.etag  # the row's, since 0011
             if etag:
                 obj["eTag"] = str(etag).strip('"')
+        elif not self.whole:  # a prefix: no one object (see the module docstring)
+            obj.update(NO_OBJECT)
         vid = _version_id(self.status, self.keys, self.values, bucket, self.tag)
         if vid is not None and self.whole:
             obj["versionId"] = vid
@@ -249,14 +273,15 @@ def event_message(
     owner: str,
     obj: dict[str, Any],
 ) -> dict[str, Any]:
-    system = SYSTEM_PRINCIPAL if tag.operation in ("lifecycle-expiration", "ttl-delete") else ""
+    system = settings.system_name
+    by_system = tag.operation in ("lifecycle-expiration", "ttl-delete")
     return {
         "eventVersion": event_version(name),
         "eventSource": settings.event_source,
         "awsRegion": settings.region,
         "eventTime": event_time(commit_ns),
         "eventName": name,
-        "userIdentity": {"principalId": tag.principal or system},
+        "userIdentity": {"principalId": tag.principal or (system if by_system else "")},
         "requestParameters": {"sourceIPAddress": tag.source_ip or system},
         "responseElements": {
             "x-amz-request-id": tag.request_id or "",

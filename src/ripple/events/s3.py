@@ -32,6 +32,7 @@ from ripple.events.names import (
 )
 from ripple.events.record import (
     DEFAULT_SETTINGS,
+    NO_OBJECT,
     NULL_VERSION_ID,
     VERSIONED_STATUSES,
     EventRecord,
@@ -169,7 +170,7 @@ def _bucket_events(
         values = mod.get("new_values") or mod.get("old_values") or {}
         project_id, bucket = str(keys["project_id"]), str(keys["name"])
         seq = sequencer(commit_ns, first + len(events))
-        obj = {"key": "", "sequencer": seq}
+        obj = {"key": "", **NO_OBJECT, "sequencer": seq}
         body = event_message(settings, commit_ns, name, tag, bucket, owner_of(project_id), obj)
         body["s3"]["bucket"].update(bucket_details(values))
         events.append(EventRecord(project_id, bucket, "", name, seq, body))
