@@ -22,8 +22,10 @@ from starlette.concurrency import run_in_threadpool
 from ripple.gateway.chunked import NOT_CHECKSUMS, Checksums, ChunkedDecoder
 from ripple.gateway.errors import S3Error
 from ripple.gateway.request import S3Request
+from ripple.numbers import NumberError, whole_number
 
 MAX_PUT_SIZE = 5 * 1024**3  # S3's limit for one PutObject or UploadPart
+MAX_DECLARED = 2**63 - 1  # a declared length beyond this is simply too large
 BATCH_BYTES = 1024 * 1024  # body bytes hashed and written per worker-thread hop
 CHECKSUM_PREFIX = "x-amz-checksum-"
 
@@ -75,9 +77,28 @@ def _declared_length(req: S3Request, limit: int) -> int | None:
     if not raw:
         return None
     try:
-        length = int(raw)
-    except ValueError:
-        raise S3Error("BadRequest", f"Content-Length {raw!r} is not a number") from None
+        length = whole_number(raw, "Content-Length", most=MAX_DECLARED)
+    except NumberError as e:
+        if not e.out_of_range:
+            raise S3Error("BadRequest", f"Content-Length {raw[:40]!r} is not a number") from None
+        length = MAX_DECLARED
+    if length > limit:
+        raise S3Error(
+            "EntityTooLarge",
+            f"your proposed upload of {length} bytes exceeds the maximum allowed size of {limit}",
+        )
+    return length
+
+
+def _decoded_length(raw: str, limit: int) -> int:
+    """`x-amz-decoded-content-length`: the body's length once its aws-chunked framing is
+    taken off; more than `limit` is `EntityTooLarge` before anything is read."""
+    try:
+        length = whole_number(raw, "x-amz-decoded-content-length", most=MAX_DECLARED)
+    except NumberError as e:
+        if not e.out_of_range:
+            raise S3Error("InvalidArgument", str(e)) from None
+        length = MAX_DECLARED
     if length > limit:
         raise S3Error(
             "EntityTooLarge",
@@ -110,7 +131,7 @@ async def receive(
         decoded = req.header("x-amz-decoded-content-length")
         decoder = ChunkedDecoder(
             req.signed,
-            decoded_length=int(decoded) if decoded.isdigit() else None,
+            decoded_length=_decoded_length(decoded, limit) if decoded else None,
             trailer_names=trailer_names,
         )
     size = 0

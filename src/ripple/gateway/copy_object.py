@@ -53,10 +53,12 @@ from ripple.metabase.errors import MetabaseError, ObjectNotFound
 from ripple.metabase.get_object import DeleteMarkerVersion
 from ripple.metabase.rows import new_stream_id
 from ripple.metabase.types import NULL_VERSION_ID
+from ripple.numbers import NumberError, whole_number
 
 ATTEMPTS = 3  # resolutions of a source that keeps changing before giving up
+MAX_POSITION = 2**63 - 1  # a byte position any object could have
 _READ = 1 << 20
-_COPY_RANGE = re.compile(r"bytes=(\d+)-(\d+)")
+_COPY_RANGE = re.compile(r"bytes=([0-9]+)-([0-9]+)", re.ASCII)
 
 
 @dataclass(frozen=True)
@@ -160,24 +162,37 @@ def copy_range(header: str, size: int) -> tuple[int, int]:
         span = (0, size)
     else:
         match = _COPY_RANGE.fullmatch(header.strip())
-        if match is None or int(match[1]) > int(match[2]):
-            raise S3Error(
-                "InvalidArgument",
-                "x-amz-copy-source-range must be bytes=first-last (zero-based, inclusive)",
+        malformed = S3Error(
+            "InvalidArgument",
+            "x-amz-copy-source-range must be bytes=first-last (zero-based, inclusive)",
+        )
+        if match is None:
+            raise malformed
+        try:  # positions past any object are refused below as not satisfiable
+            first, last = (
+                whole_number(match[i], "x-amz-copy-source-range", most=MAX_POSITION) for i in (1, 2)
             )
-        first, last = int(match[1]), int(match[2])
+        except NumberError:
+            raise _unsatisfiable(header, size) from None
+        if first > last:
+            raise malformed
         if last >= size:
-            raise S3Error(
-                "InvalidRange",
-                f"the range {header!r} is not satisfiable: the source is {size} bytes",
-                extra={"ActualObjectSize": str(size)},
-            )
+            raise _unsatisfiable(header, size)
         span = (first, last - first + 1)
     if span[1] > MAX_PUT_SIZE:
         raise S3Error(
             "InvalidRequest", f"a part is at most {MAX_PUT_SIZE} bytes; copy a smaller range"
         )
     return span
+
+
+def _unsatisfiable(header: str, size: int) -> S3Error:
+    shown = header if len(header) <= 60 else header[:60] + "…"
+    return S3Error(
+        "InvalidRange",
+        f"the range {shown!r} is not satisfiable: the source is {size} bytes",
+        extra={"ActualObjectSize": str(size)},
+    )
 
 
 async def copy_part_data(req: S3Request, data: ObjectData) -> tuple[Object, DataWriter]:

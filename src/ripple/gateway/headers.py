@@ -114,13 +114,16 @@ def retention_mode(name: str) -> RetentionMode:
 
 def parse_timestamp(value: str, what: str) -> datetime:
     """An ISO 8601 time as S3 takes it (2026-11-21T10:00:00Z, with or without fraction)."""
+    shown = value if len(value) <= 60 else value[:60] + "…"
     try:
         parsed = datetime.fromisoformat(value.replace("Z", "+00:00"))
+        if parsed.tzinfo is None:
+            parsed = parsed.replace(tzinfo=UTC)
+        return parsed.astimezone(UTC)
     except ValueError:
-        raise S3Error("InvalidArgument", f"{what} {value!r} is not an ISO 8601 time") from None
-    if parsed.tzinfo is None:
-        parsed = parsed.replace(tzinfo=UTC)
-    return parsed.astimezone(UTC)
+        raise S3Error("InvalidArgument", f"{what} {shown!r} is not an ISO 8601 time") from None
+    except OverflowError:  # 9999-12-31T23:59:59-01:00 is past the last time there is
+        raise S3Error("InvalidArgument", f"{what} {shown!r} is out of range") from None
 
 
 def parse_http_date(value: str) -> datetime | None:

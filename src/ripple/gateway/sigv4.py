@@ -24,6 +24,7 @@ from email.utils import parsedate_to_datetime
 from urllib.parse import quote, unquote_to_bytes
 
 from ripple.gateway.errors import S3Error
+from ripple.numbers import NumberError, whole_number
 
 ALGORITHM = "AWS4-HMAC-SHA256"
 UNSIGNED_PAYLOAD = "UNSIGNED-PAYLOAD"
@@ -38,7 +39,7 @@ _STREAMING = (STREAMING_PAYLOAD, STREAMING_PAYLOAD_TRAILER, STREAMING_UNSIGNED_P
 _PAYLOAD_NAMES = {UNSIGNED_PAYLOAD, *_STREAMING}
 _HEX64 = re.compile(r"[0-9a-fA-F]{64}")
 _SIGNATURE = re.compile(r"[0-9a-f]{64}")
-_AMZ_DATE = re.compile(r"\d{8}T\d{6}Z")
+_AMZ_DATE = re.compile(r"[0-9]{8}T[0-9]{6}Z")
 _UNSUPPORTED = (
     f"The authorization mechanism you have provided is not supported. Please use {ALGORITHM}."
 )
@@ -254,10 +255,10 @@ def _header_claim(
     elif "date" in headers:
         try:
             when = parsedate_to_datetime(headers["date"])
-        except (TypeError, ValueError, IndexError):
-            when = None
-        if when is not None:
-            when = when.replace(tzinfo=UTC) if when.tzinfo is None else when.astimezone(UTC)
+            if when is not None:
+                when = when.replace(tzinfo=UTC) if when.tzinfo is None else when.astimezone(UTC)
+        except (TypeError, ValueError, IndexError, OverflowError):
+            when = None  # OverflowError: a zone that moves year 9999 past datetime's range
     if when is None:
         raise S3Error(
             "AccessDenied",
@@ -288,17 +289,18 @@ def _query_claim(params: list[tuple[str, str]], service: str) -> _Claim:
         raise S3Error(
             _QUERY_ERROR, "X-Amz-Date must be in the ISO8601 Long Format \"yyyyMMdd'T'HHmmss'Z'\"."
         )
-    expires = values["X-Amz-Expires"]
-    if not expires.isdigit() or not 1 <= int(expires) <= MAX_EXPIRES:
+    try:
+        expires = whole_number(values["X-Amz-Expires"], "X-Amz-Expires", least=1, most=MAX_EXPIRES)
+    except NumberError:
         raise S3Error(
             _QUERY_ERROR,
             f"X-Amz-Expires must be a number of seconds from 1 to {MAX_EXPIRES} (a week).",
-        )
+        ) from None
     payload = values.get("X-Amz-Content-Sha256", UNSIGNED_PAYLOAD)
     _payload_hash(payload)
     signed_params = [(name, value) for name, value in params if name != "X-Amz-Signature"]
     fields = (values["X-Amz-Credential"], values["X-Amz-SignedHeaders"], values["X-Amz-Signature"])
-    return _claim(_QUERY_ERROR, service, *fields, when, payload, signed_params, int(expires))
+    return _claim(_QUERY_ERROR, service, *fields, when, payload, signed_params, expires)
 
 
 def _claim(
