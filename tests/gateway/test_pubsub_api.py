@@ -164,6 +164,11 @@ def test_topic_arguments_are_checked_as_in_the_sns_api(gateway: Running, api: Pu
         400,
         "InvalidArgument",
     )
+    for unclosed in ("http://[::1", "http://user:pw@[::1"):  # urlsplit refuses these
+        assert code(api("PUT", "topics/photos", {"push-endpoint": unclosed})) == (
+            400,
+            "InvalidArgument",
+        )
     assert gateway.services.eventing.list_topics() == []
 
 

@@ -221,6 +221,8 @@ def test_set_topic_attributes_is_checked(sns: Any) -> None:
         ("photos", {"push-endpoint": "mqtt://127.0.0.1", "mqtt-qos": "2"}, "mqtt-qos"),
         ("photos", {"push-endpoint": "http://127.0.0.1/", "verify-ssl": "perhaps"}, "verify-ssl"),
         ("photos", {**AMQP, "Owner": "me"}, "Owner"),
+        ("photos", {"push-endpoint": "http://[::1"}, "push-endpoint"),
+        ("photos", {"push-endpoint": "http://user:pw@[::1"}, "push-endpoint"),
     ],
 )
 def test_create_topic_is_checked(

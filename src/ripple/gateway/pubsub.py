@@ -38,7 +38,7 @@ from starlette.responses import Response
 from ripple.gateway import topics
 from ripple.gateway.errors import S3Error
 from ripple.gateway.notifications import own_bucket
-from ripple.gateway.request import S3Request
+from ripple.gateway.request import S3Request, query_number
 from ripple.notifications.configuration import (
     Notification,
     notification_configuration_xml,
@@ -302,12 +302,12 @@ async def delete_subscription(req: S3Request, name: str) -> Response:
 @_route("subscription", "GET", "events", "PullEvents", "read")
 async def pull_events(req: S3Request, name: str) -> Response:
     await req.run(_own_subscription, req, name)
-    max_entries = req.query.get("max-entries") or str(DEFAULT_MAX_ENTRIES)
-    if not (max_entries.isascii() and max_entries.isdigit()) or len(max_entries) > 9:
-        raise S3Error("InvalidArgument", f"max-entries {max_entries!r} is not a whole number")
+    max_entries = DEFAULT_MAX_ENTRIES
+    if req.query.get("max-entries"):  # empty: the default
+        max_entries = query_number(req, "max-entries", most=999_999_999)
     marker = req.query.get("marker") or None
     store = SubscriptionStore(req.db)
-    page = await req.run(_store_call, store.pull, name, marker, int(max_entries))
+    page = await req.run(_store_call, store.pull, name, marker, max_entries)
     return _json(page.to_dict())
 
 

@@ -22,7 +22,7 @@ import logging
 import re
 import xml.etree.ElementTree as ET
 from collections.abc import Awaitable, Callable
-from urllib.parse import parse_qsl, urlsplit
+from urllib.parse import parse_qsl
 
 from starlette.responses import Response
 
@@ -32,6 +32,7 @@ from ripple.gateway.request import S3Request
 from ripple.identity import AccessKey
 from ripple.notifications.store import StoredTopic, topic_arn
 from ripple.notifications.topics import PULL_ONLY, Topic
+from ripple.numbers import NumberError, whole_number
 from ripple.pipeline.destinations import policy_of, push_target
 from ripple.targets.endpoints import parse_endpoint
 
@@ -310,8 +311,19 @@ def is_secret(argument: str) -> bool:
     return argument.startswith("header.") and any(w in header for w in _SECRET_HEADER_WORDS)
 
 
+def _authority(uri: str) -> tuple[str, str, str]:
+    """(`scheme://`, authority, the rest) of a URI, split as `urlsplit` would but without
+    refusing anything (`http://[::1` has an authority too): a client's text is only
+    looked at here, `parse_endpoint` judges it."""
+    scheme, sep, rest = uri.strip().partition("://")
+    if not sep:
+        return "", "", uri
+    end = min((i for i in (rest.find(c) for c in "/?#") if i >= 0), default=len(rest))
+    return scheme + sep, rest[:end], rest[end:]
+
+
 def _has_user_info(uri: str) -> bool:
-    return "@" in urlsplit(uri.strip()).netloc
+    return "@" in _authority(uri)[1]
 
 
 def check_secrets(req: S3Request, endpoint: str, arguments: dict[str, str]) -> None:
@@ -330,13 +342,13 @@ def check_secrets(req: S3Request, endpoint: str, arguments: dict[str, str]) -> N
 def redacted(endpoint: str) -> str:
     """The push endpoint as GetTopicAttributes and errors show it: `user:***@`, or `***@`
     for a user name alone (a token: nats://token@host)."""
-    parts = urlsplit(endpoint.strip())
-    userinfo, at, host = parts.netloc.rpartition("@")
+    scheme, authority, rest = _authority(endpoint)
+    userinfo, at, host = authority.rpartition("@")
     if not at:
         return endpoint
     user, colon, _ = userinfo.partition(":")
     hidden = f"{user}:{HIDDEN}" if colon else HIDDEN
-    return parts._replace(netloc=f"{hidden}@{host}").geturl()
+    return f"{scheme}{hidden}@{host}{rest}"
 
 
 def _validate(arn: str, name: str, endpoint: str, arguments: dict[str, str]) -> None:
@@ -380,9 +392,14 @@ async def store_topic(
 
 
 async def _read_body(req: S3Request) -> bytes:
-    length = req.header("content-length")
-    if length.isdigit() and int(length) > MAX_BODY:
-        raise invalid(f"the request body is {length} bytes; the limit is {MAX_BODY}")
+    declared = req.header("content-length")
+    try:
+        if declared:
+            whole_number(declared, "Content-Length", most=MAX_BODY)
+    except NumberError as e:
+        if e.out_of_range:
+            raise invalid(f"the request body is over the limit of {MAX_BODY} bytes") from None
+        raise invalid(str(e)) from None
     parts: list[bytes] = []
     size = 0
     async for chunk in req.http.stream():
