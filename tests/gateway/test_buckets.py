@@ -134,20 +134,76 @@ def test_object_lock_configuration(s3: Any) -> None:
     assert code_of(e) == "InvalidBucketState"
 
 
-def test_object_lock_needs_a_lock_bucket(s3: Any) -> None:
+LOCK_CONFIG = {
+    "ObjectLockEnabled": "Enabled",
+    "Rule": {"DefaultRetention": {"Mode": "GOVERNANCE", "Days": 1}},
+}
+
+
+def status_and_code(error: pytest.ExceptionInfo[ClientError]) -> tuple[int, str]:
+    return status_of(error), code_of(error)
+
+
+def test_object_lock_needs_a_lock_bucket_or_enabled_versioning(s3: Any) -> None:
     s3.create_bucket(Bucket="plain")
     with pytest.raises(ClientError) as e:
         s3.get_object_lock_configuration(Bucket="plain")
     assert code_of(e) == "ObjectLockConfigurationNotFoundError"
+    for status in (None, "Suspended"):
+        if status:
+            s3.put_bucket_versioning(Bucket="plain", VersioningConfiguration={"Status": status})
+        with pytest.raises(ClientError) as e:
+            s3.put_object_lock_configuration(Bucket="plain", ObjectLockConfiguration=LOCK_CONFIG)
+        assert status_and_code(e) == (409, "InvalidBucketState")
+    # S3 lets a bucket whose versioning is Enabled take object lock (since 2023)
+    s3.put_bucket_versioning(Bucket="plain", VersioningConfiguration={"Status": "Enabled"})
+    s3.put_object_lock_configuration(Bucket="plain", ObjectLockConfiguration=LOCK_CONFIG)
+    got = s3.get_object_lock_configuration(Bucket="plain")["ObjectLockConfiguration"]
+    assert got == LOCK_CONFIG
+    assert s3.put_object(Bucket="plain", Key="k", Body=b"x")["VersionId"]
+    assert s3.head_object(Bucket="plain", Key="k")["ObjectLockMode"] == "GOVERNANCE"
+
+
+@pytest.mark.parametrize(
+    ("retention", "expected"),
+    [
+        ({"Mode": "GOVERNANCE", "Days": 1, "Years": 1}, (400, "MalformedXML")),
+        ({"Mode": "GOVERNANCE"}, (400, "MalformedXML")),
+        ({"Mode": "GOVERNANCE", "Days": 0}, (400, "InvalidRetentionPeriod")),
+        ({"Mode": "GOVERNANCE", "Years": -1}, (400, "InvalidRetentionPeriod")),
+        ({"Mode": "GOVERNANCE", "Days": 36_501}, (400, "InvalidRetentionPeriod")),
+        ({"Mode": "GOVERNANCE", "Years": 101}, (400, "InvalidRetentionPeriod")),
+        ({"Mode": "COMPLIANCE", "Days": 2_913_000}, (400, "InvalidRetentionPeriod")),
+        ({"Mode": "COMPLIANCE", "Years": 7975}, (400, "InvalidRetentionPeriod")),
+        ({"Mode": "COMPLIANCE", "Days": 2**63}, (400, "InvalidRetentionPeriod")),
+        ({"Mode": "governance", "Days": 1}, (400, "MalformedXML")),
+    ],
+)
+def test_a_default_retention_is_checked_as_s3_checks_it(
+    s3: Any, retention: dict[str, Any], expected: tuple[int, str]
+) -> None:
+    s3.create_bucket(Bucket="vault", ObjectLockEnabledForBucket=True)
     with pytest.raises(ClientError) as e:
         s3.put_object_lock_configuration(
-            Bucket="plain",
+            Bucket="vault",
             ObjectLockConfiguration={
                 "ObjectLockEnabled": "Enabled",
-                "Rule": {"DefaultRetention": {"Mode": "GOVERNANCE", "Days": 1}},
+                "Rule": {"DefaultRetention": retention},
             },
         )
-    assert code_of(e) == "InvalidRequest"
+    assert status_and_code(e) == expected
+    assert "Rule" not in s3.get_object_lock_configuration(Bucket="vault")["ObjectLockConfiguration"]
+    s3.put_object(Bucket="vault", Key="k", Body=b"x")  # the bucket still takes writes
+    assert "ObjectLockMode" not in s3.head_object(Bucket="vault", Key="k")
+
+
+def test_the_longest_default_retentions_still_take_writes(s3: Any) -> None:
+    s3.create_bucket(Bucket="vault", ObjectLockEnabledForBucket=True)
+    for retention in ({"Mode": "GOVERNANCE", "Days": 36_500}, {"Mode": "GOVERNANCE", "Years": 100}):
+        config = {"ObjectLockEnabled": "Enabled", "Rule": {"DefaultRetention": retention}}
+        s3.put_object_lock_configuration(Bucket="vault", ObjectLockConfiguration=config)
+        s3.put_object(Bucket="vault", Key="k", Body=b"x")
+        assert s3.head_object(Bucket="vault", Key="k")["ObjectLockMode"] == "GOVERNANCE"
 
 
 def test_bucket_restricted_key_sees_only_its_bucket(s3: Any, gateway: Any) -> None:

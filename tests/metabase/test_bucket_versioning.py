@@ -58,11 +58,17 @@ def test_suspend_twice_stays_suspended(world: World) -> None:
     assert _state(world, loc) is Versioning.SUSPENDED
 
 
-def test_suspending_an_unversioned_bucket_leaves_it_unversioned(world: World) -> None:
+def test_an_unversioned_bucket_can_be_suspended_straight_away(world: World) -> None:
+    """As in S3: GetBucketVersioning answers Suspended from then on; writes still make the
+    key's one null version."""
     loc = world.bucket()
     bucket = set_bucket_versioning(world.db, loc, enabled=False)
-    assert bucket.versioning is Versioning.UNVERSIONED
-    assert _state(world, loc) is Versioning.UNVERSIONED
+    assert bucket.versioning is Versioning.SUSPENDED
+    assert _state(world, loc) is Versioning.SUSPENDED
+    first = world.put(loc, "k")
+    second = world.put(loc, "k")
+    assert (first.version_id, second.version_id) == ("null", "null")
+    assert [r.etag for r in world.rows()] == [second.etag]
 
 
 def test_never_returns_to_unversioned(world: World) -> None:

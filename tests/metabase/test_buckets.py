@@ -31,7 +31,8 @@ from ripple.metabase.errors import (
     BucketNotEmpty,
     BucketNotFound,
     InvalidArgument,
-    ObjectLockNotEnabled,
+    InvalidBucketState,
+    InvalidRetentionPeriod,
     ProjectNotFound,
 )
 from tests.metabase.steps import T0, World
@@ -257,14 +258,28 @@ def test_replace_default_retention(world: World) -> None:
     assert get_bucket_info(world.db, loc).default_retention == second
 
 
-def test_lock_configuration_needs_a_lock_enabled_bucket(world: World) -> None:
-    loc = world.bucket("plain", Versioning.ENABLED)
-    with pytest.raises(ObjectLockNotEnabled) as info:
+@pytest.mark.parametrize("versioning", [Versioning.UNVERSIONED, Versioning.SUSPENDED])
+def test_lock_configuration_needs_lock_or_enabled_versioning(
+    world: World, versioning: Versioning
+) -> None:
+    loc = world.bucket("plain", versioning)
+    with pytest.raises(InvalidBucketState) as info:
         set_object_lock_configuration(
             world.db, loc, DefaultRetention(RetentionMode.GOVERNANCE, days=1)
         )
-    assert info.value.code == "InvalidRequest"
-    assert get_bucket_info(world.db, loc).default_retention is None
+    assert info.value.code == "InvalidBucketState"
+    bucket = get_bucket_info(world.db, loc)
+    assert (bucket.object_lock_enabled, bucket.default_retention) == (False, None)
+
+
+def test_lock_configuration_enables_object_lock_on_a_versioned_bucket(world: World) -> None:
+    """As S3 allows since 2023: a bucket with versioning Enabled gets object lock."""
+    loc = world.bucket("plain", Versioning.ENABLED)
+    default = DefaultRetention(RetentionMode.GOVERNANCE, days=1)
+    bucket = set_object_lock_configuration(world.db, loc, default)
+    assert (bucket.object_lock_enabled, bucket.default_retention) == (True, default)
+    with pytest.raises(InvalidBucketState):  # and can no longer be suspended
+        set_bucket_versioning(world.db, loc, enabled=False)
 
 
 def test_lock_configuration_on_unknown_bucket(world: World) -> None:
@@ -281,10 +296,6 @@ def test_lock_configuration_on_unknown_bucket(world: World) -> None:
     [
         DefaultRetention(RetentionMode.GOVERNANCE),  # neither days nor years
         DefaultRetention(RetentionMode.GOVERNANCE, days=1, years=1),  # both
-        DefaultRetention(RetentionMode.COMPLIANCE, days=0),
-        DefaultRetention(RetentionMode.COMPLIANCE, days=-5),
-        DefaultRetention(RetentionMode.GOVERNANCE, years=0),
-        DefaultRetention(RetentionMode.GOVERNANCE, years=-1),
     ],
 )
 def test_invalid_default_retention(world: World, default: DefaultRetention) -> None:
@@ -295,6 +306,38 @@ def test_invalid_default_retention(world: World, default: DefaultRetention) -> N
         set_object_lock_configuration(world.db, loc, default)
     assert info.value.code == "InvalidArgument"
     assert get_bucket_info(world.db, loc).default_retention == existing
+
+
+@pytest.mark.parametrize(
+    "default",
+    [
+        DefaultRetention(RetentionMode.COMPLIANCE, days=0),
+        DefaultRetention(RetentionMode.COMPLIANCE, days=-5),
+        DefaultRetention(RetentionMode.COMPLIANCE, days=36_501),
+        DefaultRetention(RetentionMode.COMPLIANCE, days=2**70),
+        DefaultRetention(RetentionMode.GOVERNANCE, years=0),
+        DefaultRetention(RetentionMode.GOVERNANCE, years=-1),
+        DefaultRetention(RetentionMode.GOVERNANCE, years=101),
+        DefaultRetention(RetentionMode.GOVERNANCE, years=7975),
+    ],
+)
+def test_a_default_retention_period_out_of_bounds(world: World, default: DefaultRetention) -> None:
+    loc = world.bucket("locked", lock=True)
+    existing = DefaultRetention(RetentionMode.GOVERNANCE, days=7)
+    set_object_lock_configuration(world.db, loc, existing)
+    with pytest.raises(InvalidRetentionPeriod):
+        set_object_lock_configuration(world.db, loc, default)
+    assert get_bucket_info(world.db, loc).default_retention == existing
+
+
+def test_the_longest_default_retention_periods_are_accepted(world: World) -> None:
+    loc = world.bucket("locked", lock=True)
+    for default in (
+        DefaultRetention(RetentionMode.GOVERNANCE, days=36_500),
+        DefaultRetention(RetentionMode.GOVERNANCE, years=100),
+    ):
+        assert set_object_lock_configuration(world.db, loc, default).default_retention == default
+        assert world.put(loc, "k").retention is not None
 
 
 def test_lock_bucket_stays_versioned_after_configuration(world: World) -> None:

@@ -26,6 +26,8 @@ from ripple.metabase import (
 )
 
 SMALL_DOCUMENT = 64 * 1024
+PERIOD_BOUND = 10**9  # a default retention period read as a number at all
+TOO_LONG = "InvalidRetentionPeriod"
 
 
 @operation("GET", "service", "", "ListBuckets", "list")
@@ -163,14 +165,14 @@ async def put_object_lock(req: S3Request) -> Response:
         mode_name = xml.text(rule, "Mode", "")
         if mode_name not in ("GOVERNANCE", "COMPLIANCE"):
             raise S3Error("MalformedXML", "default retention Mode must be GOVERNANCE or COMPLIANCE")
-        days, years = xml.text(rule, "Days"), xml.text(rule, "Years")
-        try:
-            default = DefaultRetention(
-                RetentionMode[mode_name],
-                days=int(days) if days is not None else None,
-                years=int(years) if years is not None else None,
-            )
-        except ValueError:
-            raise S3Error("MalformedXML", "Days and Years must be whole numbers") from None
+        # any whole number is read (the metabase judges the period); beyond these bounds
+        # it is simply too long, or too negative
+        days, years = (
+            xml.number(rule, name, least=-PERIOD_BOUND, most=PERIOD_BOUND, out_of_range=TOO_LONG)
+            for name in ("Days", "Years")
+        )
+        if (days is None) == (years is None):
+            raise S3Error("MalformedXML", "a DefaultRetention needs exactly one of Days and Years")
+        default = DefaultRetention(RetentionMode[mode_name], days=days, years=years)
     await req.run(set_object_lock_configuration, req.db, req.bucket_location, default)
     return Response(status_code=200)

@@ -33,6 +33,7 @@ STATUS: dict[str, int] = {
     "InvalidPartNumber": 416,
     "InvalidRange": 416,
     "InvalidRequest": 400,
+    "InvalidRetentionPeriod": 400,
     "InvalidTag": 400,
     "InvalidObjectState": 403,
     "KeyTooLongError": 400,

@@ -1,5 +1,7 @@
 """Set a bucket's versioning: enable or suspend. A bucket never returns to unversioned,
-and a bucket with object lock cannot be suspended."""
+and a bucket with object lock cannot be suspended. An unversioned bucket may be suspended
+straight away, as in S3: its writes still make `null` versions, and GetBucketVersioning
+answers Suspended from then on."""
 
 from __future__ import annotations
 
@@ -13,8 +15,8 @@ from ripple.metabase.types import Bucket, BucketLocation, Versioning
 
 
 def set_bucket_versioning(db: Metabase, loc: BucketLocation, *, enabled: bool) -> Bucket:
-    """Enable (True) or suspend (False) versioning. Suspending an unversioned bucket is a
-    no-op, as in S3; suspending an object-lock bucket is `InvalidBucketState`."""
+    """Enable (True) or suspend (False) versioning; suspending an object-lock bucket is
+    `InvalidBucketState`."""
     with db.write() as conn:
         bucket = get_bucket(conn, loc, lock="update")
         if enabled:
@@ -23,8 +25,6 @@ def set_bucket_versioning(db: Metabase, loc: BucketLocation, *, enabled: bool) -
             raise InvalidBucketState(
                 f"bucket {loc.bucket_name!r} has object lock; its versioning cannot be suspended"
             )
-        elif bucket.versioning is Versioning.UNVERSIONED:
-            return bucket
         else:
             state = Versioning.SUSPENDED
         conn.execute(

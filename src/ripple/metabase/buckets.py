@@ -24,7 +24,8 @@ from ripple.metabase.errors import (
     BucketAlreadyOwnedByYou,
     BucketNotEmpty,
     InvalidArgument,
-    ObjectLockNotEnabled,
+    InvalidBucketState,
+    InvalidRetentionPeriod,
     ProjectNotFound,
 )
 from ripple.metabase.rows import (
@@ -167,27 +168,41 @@ def delete_bucket(
     return [upload.stream_id for upload in uploads]
 
 
+MAX_RETENTION_DAYS = 36_500  # S3's longest default retention: 100 years
+MAX_RETENTION_YEARS = 100
+
+
 def set_object_lock_configuration(
     db: Metabase, loc: BucketLocation, default: DefaultRetention | None
 ) -> Bucket:
-    """Set (or with None, clear) the default retention of an object-lock bucket."""
+    """Set (or with None, clear) the default retention of an object-lock bucket. A bucket
+    created without object lock gets it here if its versioning is Enabled, as S3 allows
+    since 2023; otherwise it is `InvalidBucketState`."""
     if default is not None:
         if (default.days is None) == (default.years is None):
             raise InvalidArgument("default retention needs exactly one of days or years")
-        period = default.days if default.days is not None else default.years
-        if period is None or period <= 0:
-            raise InvalidArgument("default retention period must be a positive number")
+        if default.days is not None and not 1 <= default.days <= MAX_RETENTION_DAYS:
+            raise InvalidRetentionPeriod(
+                f"the default retention period must be 1 to {MAX_RETENTION_DAYS} days, "
+                f"not {default.days}"
+            )
+        if default.years is not None and not 1 <= default.years <= MAX_RETENTION_YEARS:
+            raise InvalidRetentionPeriod(
+                f"the default retention period must be 1 to {MAX_RETENTION_YEARS} years, "
+                f"not {default.years}"
+            )
     with db.write() as conn:
         bucket = get_bucket(conn, loc, lock="update")
-        if not bucket.object_lock_enabled:
-            raise ObjectLockNotEnabled(
-                f"bucket {loc.bucket_name!r} was created without object lock; "
-                "object lock can only be enabled when a bucket is created"
+        if not bucket.object_lock_enabled and bucket.versioning is not Versioning.ENABLED:
+            raise InvalidBucketState(
+                f"bucket {loc.bucket_name!r} has no object lock and its versioning is not "
+                "Enabled: enable versioning first, or create the bucket with object lock"
             )
         conn.execute(
             sa.update(buckets)
             .where(buckets.c.project_id == loc.project_id, buckets.c.name == loc.bucket_name)
             .values(
+                object_lock_enabled=True,
                 default_retention_mode=None if default is None else int(default.mode),
                 default_retention_days=None if default is None else default.days,
                 default_retention_years=None if default is None else default.years,

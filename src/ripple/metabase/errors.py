@@ -64,6 +64,12 @@ class InvalidBucketState(MetabaseError):
     code = "InvalidBucketState"
 
 
+class InvalidRetentionPeriod(InvalidArgument):
+    """A default retention of no time, negative time, or more than S3 allows."""
+
+    code = "InvalidRetentionPeriod"
+
+
 class ObjectLockNotEnabled(MetabaseError):
     """Retention or legal hold on a bucket created without object lock."""
 

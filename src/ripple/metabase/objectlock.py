@@ -10,7 +10,7 @@ compliance, needs none).
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta
+from datetime import MAXYEAR, MINYEAR, UTC, datetime, timedelta
 
 from ripple.metabase.errors import InvalidArgument, ObjectLocked, ObjectLockNotEnabled
 from ripple.metabase.types import Bucket, Object, Retention, RetentionMode
@@ -69,14 +69,19 @@ def check_retention_change(
 
 
 def default_retention(bucket: Bucket, now: datetime) -> Retention | None:
-    """The retention a new object gets from its bucket when it names none."""
+    """The retention a new object gets from its bucket when it names none. A period
+    stored before its bounds were checked that would end past the last representable
+    time retains until that time, rather than failing every write to the bucket."""
     default = bucket.default_retention
     if not bucket.object_lock_enabled or default is None:
         return None
-    if default.days is not None:
-        return Retention(default.mode, now + timedelta(days=default.days))
-    if default.years is not None:
-        return Retention(default.mode, _add_years(now, default.years))
+    try:
+        if default.days is not None:
+            return Retention(default.mode, now + timedelta(days=default.days))
+        if default.years is not None:
+            return Retention(default.mode, _add_years(now, default.years))
+    except (OverflowError, ValueError):
+        return Retention(default.mode, datetime.max.replace(tzinfo=UTC))
     return None
 
 
@@ -89,6 +94,8 @@ def check_lock_allowed(bucket: Bucket, retention: Retention | None, legal_hold: 
 
 
 def _add_years(when: datetime, years: int) -> datetime:
+    if not MINYEAR <= when.year + years <= MAXYEAR:
+        raise OverflowError(f"{when.year} + {years} years is out of range")
     try:
         return when.replace(year=when.year + years)
     except ValueError:  # 29 February into a year without one
