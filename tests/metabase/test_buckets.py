@@ -6,6 +6,7 @@ from __future__ import annotations
 import uuid
 
 import pytest
+import sqlalchemy as sa
 
 from ripple.metabase import (
     Bucket,
@@ -35,6 +36,7 @@ from ripple.metabase.errors import (
     InvalidRetentionPeriod,
     ProjectNotFound,
 )
+from ripple.metabase.schema import buckets
 from tests.metabase.steps import T0, World
 
 
@@ -345,3 +347,26 @@ def test_lock_bucket_stays_versioned_after_configuration(world: World) -> None:
     set_object_lock_configuration(world.db, loc, DefaultRetention(RetentionMode.GOVERNANCE, days=1))
     set_bucket_versioning(world.db, loc, enabled=True)
     assert get_bucket_info(world.db, loc).versioning is Versioning.ENABLED
+
+
+def test_a_stored_default_retention_past_the_last_time_still_takes_writes(world: World) -> None:
+    """A period stored before its bounds were checked retains until the last representable
+    time instead of failing every write to the bucket."""
+    loc = world.bucket("locked", lock=True)
+    for column, period in (("default_retention_days", 10**9), ("default_retention_years", 7975)):
+        with world.db.write() as conn:
+            conn.execute(
+                sa.update(buckets)
+                .where(buckets.c.name == "locked")
+                .values(
+                    {
+                        "default_retention_mode": int(RetentionMode.GOVERNANCE),
+                        "default_retention_days": None,
+                        "default_retention_years": None,
+                        column: period,
+                    }
+                )
+            )
+        put = world.put(loc, "k")
+        assert put.retention is not None
+        assert put.retention.retain_until.year == 9999
