@@ -35,9 +35,20 @@ def test_create_list_head_delete(s3: Any) -> None:
 
 
 def test_create_twice_and_taken_names(s3: Any, gateway: Any) -> None:
-    s3.create_bucket(Bucket="photos")
+    s3.create_bucket(Bucket="photos", ACL="public-read")
+    s3.put_object(Bucket="photos", Key="kept", Body=b"x")
+    # S3's legacy rule in us-east-1: your own bucket again is 200, and nothing changes
+    again = s3.create_bucket(Bucket="photos")
+    assert again["ResponseMetadata"]["HTTPStatusCode"] == 200
+    assert [o["Key"] for o in s3.list_objects_v2(Bucket="photos")["Contents"]] == ["kept"]
+    grants = s3.get_bucket_acl(Bucket="photos")["Grants"]
+    assert any(g["Permission"] == "READ" for g in grants)  # still public-read
+    # in any other region it is BucketAlreadyOwnedByYou
+    gateway.services.region = "eu-central-1"
     with pytest.raises(ClientError) as e:
-        s3.create_bucket(Bucket="photos")
+        s3.create_bucket(
+            Bucket="photos", CreateBucketConfiguration={"LocationConstraint": "eu-central-1"}
+        )
     assert code_of(e) == "BucketAlreadyOwnedByYou"
     assert status_of(e) == 409
     _, bob, secret = create_user(gateway.services.db, gateway.data_dir, "bob")

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import base64
 import hashlib
+import socket
 import zlib
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -14,7 +15,9 @@ from typing import Any
 import pytest
 from botocore.exceptions import ClientError
 
+from ripple.metabase import ObjectLocation, get_object
 from tests.gateway.test_buckets import code_of, status_of
+from tests.gateway.wire import error_code, raw_request
 
 KEYS = ["plain.txt", "a b/c d.txt", "plus+and%percent", "ünïcödé/日本", "~tilde/!$&'()*,;=:@"]
 
@@ -78,6 +81,47 @@ def test_metadata_and_stored_headers(s3: Any) -> None:
     assert head["ContentLength"] == 9
     assert head["AcceptRanges"] == "bytes"
     assert abs(head["LastModified"] - datetime.now(UTC)) < timedelta(minutes=1)
+
+
+def test_utf8_metadata_round_trips_byte_for_byte(s3: Any, gateway: Any) -> None:
+    """boto3 sends header text as UTF-8 bytes; the metabase keeps the text they spell (what
+    events and metadata filters see), and GET answers the same bytes."""
+    s3.create_bucket(Bucket="bkt")
+    text = "héllo € 日本"
+
+    def utf8_metadata(params: dict[str, Any], **_: Any) -> None:
+        params["headers"]["x-amz-meta-greeting"] = text
+        params["headers"]["Content-Disposition"] = f"attachment; filename*=UTF-8''{text}"
+
+    s3.meta.events.register("before-call.s3.PutObject", utf8_metadata)
+    s3.put_object(Bucket="bkt", Key="k", Body=b"x")
+    stored = get_object(gateway.services.db, ObjectLocation(gateway.key.project_id, "bkt", "k"))
+    assert stored.user_metadata["greeting"] == text
+    assert stored.user_metadata[":content-disposition"] == f"attachment; filename*=UTF-8''{text}"
+    answered = raw_request(gateway, "HEAD", "/bkt/k")
+    raw = dict(answered.headers.raw)
+    assert raw[b"x-amz-meta-greeting"] == text.encode("utf-8")
+    assert raw[b"content-disposition"] == f"attachment; filename*=UTF-8''{text}".encode()
+    # metadata is counted in UTF-8 bytes against S3's 2 KiB: 1,800 bytes fit, 2,100 do not
+    fits = raw_request(gateway, "PUT", "/bkt/fits", body=b"x", headers={"x-amz-meta-m": "€" * 600})
+    assert fits.status_code == 200
+    big = raw_request(gateway, "PUT", "/bkt/big", body=b"x", headers={"x-amz-meta-m": "€" * 700})
+    assert (big.status_code, error_code(big)) == (400, "MetadataTooLarge")
+
+
+def test_metadata_that_is_not_utf8_is_refused(gateway: Any, s3: Any) -> None:
+    s3.create_bucket(Bucket="bkt", ACL="public-read-write")
+    host, port = gateway.url.removeprefix("http://").split(":")
+    request = (
+        b"PUT /bkt/k HTTP/1.1\r\nHost: x\r\nContent-Length: 1\r\n"
+        b"x-amz-meta-m: caf\xe9\r\nConnection: close\r\n\r\nx"
+    )
+    with socket.create_connection((host, int(port))) as sock:
+        sock.sendall(request)
+        answer = b"".join(iter(lambda: sock.recv(65536), b""))
+    assert answer.startswith(b"HTTP/1.1 400 ")
+    assert b"<Code>InvalidArgument</Code>" in answer
+    assert "Contents" not in s3.list_objects_v2(Bucket="bkt")
 
 
 def test_content_md5(s3: Any, gateway: Any) -> None:

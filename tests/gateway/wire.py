@@ -38,7 +38,9 @@ def raw_request(
     credentials = Credentials(gateway.key.access_key_id, gateway.secret)
     S3SigV4Auth(credentials, "s3", "us-east-1").add_auth(request)
     prepared = request.prepare()
-    return httpx.request(method, prepared.url, content=body, headers=dict(prepared.headers))
+    # header values go out as their UTF-8 bytes, as botocore sends them
+    sent = {name: str(value).encode() for name, value in prepared.headers.items()}
+    return httpx.request(method, prepared.url, content=body, headers=sent)
 
 
 def error_code(response: httpx.Response) -> str:

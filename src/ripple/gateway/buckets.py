@@ -13,6 +13,7 @@ from ripple.gateway.body import read_document
 from ripple.gateway.errors import S3Error
 from ripple.gateway.request import S3Request
 from ripple.gateway.topics import principal
+from ripple.metabase.errors import BucketAlreadyOwnedByYou
 from ripple.metabase import (
     DefaultRetention,
     RetentionMode,
@@ -65,14 +66,21 @@ async def create(req: S3Request) -> Response:
     acl = acl_of(req)
     assert req.bucket is not None
     req.services.owners.forget(req.bucket)
-    await req.run(
-        create_bucket,
-        req.db,
-        req.bucket_location,
-        object_lock_enabled=lock == "true",
-        acl=acl,
-        tag=req.context.tag("create-bucket"),
-    )
+    try:
+        await req.run(
+            create_bucket,
+            req.db,
+            req.bucket_location,
+            object_lock_enabled=lock == "true",
+            acl=acl,
+            tag=req.context.tag("create-bucket"),
+        )
+    except BucketAlreadyOwnedByYou:
+        # S3's legacy rule: in us-east-1 creating a bucket you own answers 200 and changes
+        # nothing; elsewhere it is BucketAlreadyOwnedByYou
+        if req.services.region != "us-east-1":
+            raise
+        return Response(status_code=200, headers={"location": f"/{req.bucket}"})
     # a new bucket starts bare, even if a DeleteBucket of the name failed before it could
     # remove the notifications (a no-op otherwise)
     await req.run(req.services.eventing.forget_bucket, req.project_id, req.bucket, principal(req))

@@ -30,16 +30,39 @@ STORED_HEADERS = (
 MAX_METADATA_BYTES = 2048  # S3's limit on user-defined metadata
 
 
+def from_wire(value: str, name: str) -> str:
+    """A header value as the text its UTF-8 bytes spell. Starlette hands header bytes over
+    decoded as Latin-1; bytes that are not UTF-8 are `InvalidArgument`."""
+    if value.isascii():
+        return value
+    try:
+        return value.encode("latin-1").decode("utf-8")
+    except UnicodeDecodeError:
+        raise S3Error(
+            "InvalidArgument", f"the value of {name} is not UTF-8: send it as UTF-8"
+        ) from None
+
+
+def to_wire(value: str) -> str:
+    """Stored text as a header value Starlette sends as its UTF-8 bytes (it encodes header
+    values as Latin-1): what a client sent comes back byte for byte."""
+    return value if value.isascii() else value.encode("utf-8").decode("latin-1")
+
+
 def metadata_of(req: S3Request) -> dict[str, str]:
-    """User metadata and stored system headers of a write request."""
+    """User metadata and stored system headers of a write request, as the UTF-8 text the
+    client sent."""
     metadata: dict[str, str] = {}
     size = 0
-    for name, value in req.headers.items():
+    for name, raw in req.headers.items():
+        if not (name.startswith(META_PREFIX) or name in STORED_HEADERS):
+            continue
+        value = from_wire(raw, name)
         if name.startswith(META_PREFIX):
             short = name[len(META_PREFIX) :]
             metadata[short] = value
             size += len(short) + len(value.encode())
-        elif name in STORED_HEADERS:
+        else:
             encoding = value
             if name == "content-encoding":  # aws-chunked is transfer framing, not stored
                 encoding = ",".join(
@@ -160,9 +183,9 @@ def object_headers(obj: Object) -> dict[str, str]:
     }
     for name, value in obj.user_metadata.items():
         if name.startswith(":"):
-            headers[name[1:]] = value
+            headers[name[1:]] = to_wire(value)
         else:
-            headers[META_PREFIX + name] = value
+            headers[META_PREFIX + name] = to_wire(value)
     if obj.retention is not None:
         headers["x-amz-object-lock-mode"] = obj.retention.mode.name
         headers["x-amz-object-lock-retain-until-date"] = xml.timestamp(obj.retention.retain_until)
