@@ -338,7 +338,17 @@ def test_anonymous_requests(s3: Any, gateway: Running) -> None:
     denied(anon.list_objects_v2, Bucket=BUCKET)
     denied(anon.put_object, Bucket=BUCKET, Key="x", Body=b"x")
     denied(anon.list_buckets)
-    denied(anon.get_object, Bucket="nowhere", Key="a")
+    # a bucket that exists nowhere is NoSuchBucket for anyone, as S3 answers
+    for call, kwargs in (
+        (anon.get_object, {"Key": "a"}),
+        (anon.delete_object, {"Key": "a"}),
+        (anon.put_object, {"Key": "a", "Body": b"x"}),
+        (anon.list_objects_v2, {}),
+        (anon.delete_objects, {"Delete": {"Objects": [{"Key": "a"}]}}),
+    ):
+        with pytest.raises(ClientError) as caught:
+            call(Bucket="nowhere", **kwargs)
+        assert code_of(caught) == ("NoSuchBucket", 404)
     s3.put_object_acl(Bucket=BUCKET, Key="public", ACL="authenticated-read")
     denied(anon.get_object, Bucket=BUCKET, Key="public")
 

@@ -147,8 +147,8 @@ async def grant_access(req: S3Request, operation: str) -> None:
     requester is the owner or the ACLs grant it what `operation` needs.
 
     The owner's own requests cost no query once the name's owner is remembered. A bucket
-    that exists nowhere is left to the handler (NoSuchBucket; CreateBucket makes it), but
-    an anonymous request is refused first."""
+    that exists nowhere is left to the handler (NoSuchBucket; CreateBucket makes it); an
+    anonymous request is told `NoSuchBucket` at once, as S3 tells anyone."""
     anonymous = req.access_key is None
     if req.bucket is None or operation == "CreateBucket":
         if anonymous:
@@ -158,7 +158,7 @@ async def grant_access(req: S3Request, operation: str) -> None:
     owner = owners.cached(req.bucket) or await req.run(owners.lookup, req.bucket)
     if owner is None:
         if anonymous:
-            raise S3Error("AccessDenied", ANONYMOUS_DENIED)
+            raise S3Error("NoSuchBucket", f"the bucket {req.bucket!r} does not exist")
         return
     req.owner = owner
     if req.access_key is not None and req.access_key.project_id == owner.project_id:
