@@ -128,7 +128,7 @@ def route(req: S3Request) -> Operation:
     chosen = next((p for p in _SELECTION_ORDER if p in req.query), present[0] if present else "")
     if chosen == "uploadId" and "partNumber" in req.query and method == "PUT":
         chosen = "partNumber"
-    if not chosen and method == "PUT" and level == "object" and req.header("x-amz-copy-source"):
+    if not chosen and method == "PUT" and level == "object" and req.has_copy_source:
         chosen = "copy-source"  # CopyObject: a PUT of an object with a copy source
     found = ROUTES.get((method, level, chosen))
     if found is None:

@@ -89,8 +89,10 @@ async def copy_source(req: S3Request) -> CopySource:
             "InvalidArgument",
             "x-amz-copy-source must name the source bucket and key: /sourcebucket/sourcekey",
         )
-    versions = parse_qs(query).get("versionId", [])
-    version_id = versions[0] if versions and versions[0] else None
+    versions = parse_qs(query, keep_blank_values=True).get("versionId", [])
+    version_id = versions[0] if versions else None
+    if version_id == "":
+        raise S3Error("InvalidArgument", "the copy source's version id cannot be the empty string")
     if req.access_key is not None and not req.access_key.permits("read", bucket, key):
         raise S3Error(
             "AccessDenied",

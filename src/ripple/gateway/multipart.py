@@ -172,7 +172,7 @@ async def upload_part(req: S3Request) -> Response:
     number = _part_number(req)
     upload = _upload_id(req)
     await req.run(get_upload, req.db, req.object_location, upload)
-    if req.header("x-amz-copy-source"):
+    if req.has_copy_source:
         req.context.operation = "UploadPartCopy"
         return await _upload_part_copy(req, upload, number)
     data = req.services.data

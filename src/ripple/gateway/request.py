@@ -304,9 +304,23 @@ class S3Request:
             return "/"
         return f"/{self.bucket}" + (f"/{self.key}" if self.key is not None else "")
 
+    @property
+    def has_copy_source(self) -> bool:
+        """Is this a copy (CopyObject, UploadPartCopy)? An empty `x-amz-copy-source` is one
+        too, refused as such, never taken for a plain write of the body."""
+        return "x-amz-copy-source" in self.http.headers
+
     def version_id(self) -> str | None:
+        """`?versionId=`, None when absent; an empty one is `InvalidArgument`, as in S3
+        (never the latest version)."""
         value = self.query.get("versionId")
-        return value if value else None
+        if value == "":
+            raise S3Error(
+                "InvalidArgument",
+                "Version id cannot be the empty string",
+                extra={"ArgumentName": "versionId", "ArgumentValue": ""},
+            )
+        return value
 
     async def run(self, fn: Callable[..., T], *args: object, **kwargs: object) -> T:
         """Call a blocking function (a metabase operation, file I/O) off the event loop."""

@@ -40,6 +40,10 @@ from ripple.metabase.types import Bucket, BucketLocation, DefaultRetention, Stat
 
 _BUCKET_NAME = re.compile(r"^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$")
 _IP_ADDRESS = re.compile(r"^\d+\.\d+\.\d+\.\d+$")
+# S3's reserved names: punycode, S3 internals, documentation examples, access point and
+# Object Lambda aliases, directory buckets, table buckets, Multi-Region Access Points
+RESERVED_PREFIXES = ("xn--", "sthree-", "amzn-s3-demo-")
+RESERVED_SUFFIXES = ("-s3alias", "--ol-s3", "--x-s3", "--table-s3", ".mrap")
 
 
 class InvalidBucketName(InvalidArgument):
@@ -57,8 +61,8 @@ def validate_bucket_name(name: str) -> None:
         raise InvalidBucketName(f"bucket name {name!r} must not have adjacent dots or dot-hyphens")
     if _IP_ADDRESS.match(name):
         raise InvalidBucketName(f"bucket name {name!r} must not look like an IP address")
-    if name.startswith("xn--") or name.endswith("-s3alias"):
-        raise InvalidBucketName(f"bucket name {name!r} uses a reserved prefix or suffix")
+    if name.startswith(RESERVED_PREFIXES) or name.endswith(RESERVED_SUFFIXES):
+        raise InvalidBucketName(f"bucket name {name!r} uses a prefix or suffix S3 reserves")
 
 
 def create_bucket(
