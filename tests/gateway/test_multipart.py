@@ -11,6 +11,7 @@ import io
 import os
 import threading
 import time
+import uuid
 import zlib
 from collections.abc import Callable
 from pathlib import Path
@@ -21,6 +22,7 @@ from boto3.s3.transfer import TransferConfig
 from botocore.exceptions import ClientError
 
 from tests.gateway.conftest import Running
+from tests.gateway.wire import error_code, raw_request
 
 MiB = 1024 * 1024
 
@@ -566,8 +568,6 @@ def test_part_one_of_an_object_written_in_one_piece_is_the_whole_object(s3: Any)
 
 
 def test_part_numbers_are_bounded_whole_numbers(s3: Any, gateway: Running) -> None:
-    from tests.gateway.wire import error_code, raw_request
-
     s3.create_bucket(Bucket="bkt")
     s3.put_object(Bucket="bkt", Key="k", Body=b"body")
     for bad in ("0", "10001", "-1", "1.5", "x", "²", "9" * 5000):
@@ -578,3 +578,13 @@ def test_part_numbers_are_bounded_whole_numbers(s3: Any, gateway: Running) -> No
         gateway, "GET", "/bkt/k", {"partNumber": "1"}, headers={"Range": "bytes=0-1"}
     )
     assert (both.status_code, error_code(both)) == (400, "InvalidRequest")
+
+
+def test_an_upload_id_is_only_the_spelling_the_gateway_gave_out(s3: Any, gateway: Running) -> None:
+    s3.create_bucket(Bucket="bkt")
+    upload_id = _upload(s3, "bkt", "k", [b"part"])
+    dashed = str(uuid.UUID(hex=upload_id))
+    for other in (dashed, "{" + upload_id + "}", "urn:uuid:" + dashed, upload_id.upper()):
+        answer = raw_request(gateway, "GET", "/bkt/k", {"uploadId": other})
+        assert (answer.status_code, error_code(answer)) == (404, "NoSuchUpload"), other
+    assert s3.list_parts(Bucket="bkt", Key="k", UploadId=upload_id)["Parts"][0]["PartNumber"] == 1

@@ -63,6 +63,7 @@ from ripple.metabase.uploads import (
 MIN_PART_SIZE = 5 * 1024 * 1024  # every part but the last
 MAX_LISTED = 1000
 LOCK_NAME = "complete.lock"
+_HEX = frozenset("0123456789abcdef")
 
 
 @dataclass(frozen=True)
@@ -118,10 +119,18 @@ def _drop_older(path: Path) -> None:
 
 
 def _upload_id(req: S3Request) -> uuid.UUID:
-    try:
-        return uuid.UUID(hex=req.query.get("uploadId", ""))
-    except ValueError:
-        raise S3Error("NoSuchUpload", "the specified multipart upload does not exist") from None
+    """The upload named by `uploadId`: exactly the 32 hex digits this gateway gave out (not
+    the other spellings `uuid.UUID` would take for the same upload)."""
+    upload = parse_upload_id(req.query.get("uploadId", ""))
+    if upload is None:
+        raise S3Error("NoSuchUpload", "the specified multipart upload does not exist")
+    return upload
+
+
+def parse_upload_id(text: str) -> uuid.UUID | None:
+    if len(text) != 32 or not _HEX.issuperset(text):
+        return None
+    return uuid.UUID(hex=text)
 
 
 def _part_number(req: S3Request) -> int:
@@ -412,10 +421,9 @@ async def list_multipart_uploads(req: S3Request) -> Response:
     )
     upload_marker = None
     if key_marker and upload_id_marker:
-        try:
-            upload_marker = uuid.UUID(hex=upload_id_marker)
-        except ValueError:
-            raise S3Error("InvalidArgument", "upload-id-marker is not an upload ID") from None
+        upload_marker = parse_upload_id(upload_id_marker)
+        if upload_marker is None:
+            raise S3Error("InvalidArgument", "upload-id-marker is not an upload ID")
     found = await req.run(
         list_uploads,
         req.db,
