@@ -13,6 +13,7 @@ import uvicorn
 from ripple.config import Settings
 from ripple.gateway.app import create_app
 from ripple.gateway.data import ObjectData
+from ripple.gateway.protocol import HttpLimits, protocol_class
 from ripple.gateway.ratelimit import TokenBuckets
 from ripple.gateway.request import Services
 from ripple.identity import Keyring
@@ -77,15 +78,20 @@ def bind(address: str) -> socket.socket:
 
 
 class Gateway:
-    """A uvicorn server for the gateway app on an already bound socket."""
+    """A uvicorn server for the gateway app on an already bound socket; `limits`: what a
+    connection may take (timeouts, header sizes), `ripple.gateway.protocol`."""
 
-    def __init__(self, services: Services, sock: socket.socket) -> None:
+    def __init__(
+        self, services: Services, sock: socket.socket, limits: HttpLimits | None = None
+    ) -> None:
         self.services = services
         self.socket = sock
         host, port = sock.getsockname()[:2]
         self.url = f"http://[{host}]:{port}" if ":" in host else f"http://{host}:{port}"
+        app = create_app(services)
         config = uvicorn.Config(
-            create_app(services),
+            app,
+            http=protocol_class(limits or HttpLimits(), app.state.metrics),
             log_level="warning",
             access_log=False,
             lifespan="off",
