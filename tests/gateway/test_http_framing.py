@@ -7,6 +7,7 @@ behind. The gateway runs with sub-second timeouts; no test asserts how long anyt
 from __future__ import annotations
 
 import base64
+import hashlib
 import logging
 import select
 import socket
@@ -387,3 +388,62 @@ def test_a_stalled_body_is_request_timeout_and_a_slow_one_is_not(
     assert not key_exists(framed, "photos", "k")
     assert temporaries(framed) == []
     assert_quiet(logged)
+
+
+# --- clients that leave -----------------------------------------------------------------------
+
+
+def _left(gateway: Running, operation: str) -> tuple[bytes, bytes, str]:
+    """(head, part of the body) of a request of `operation`, and the operation's name."""
+    s3 = gateway.client()
+    s3.create_bucket(Bucket="photos")
+    if operation == "PutObject":
+        head = signed(gateway, "PUT", "/photos/k", {"Content-Length": str(1 << 20)})
+        return head, b"x" * 100_000, "PutObject"
+    if operation == "UploadPart":
+        upload = s3.create_multipart_upload(Bucket="photos", Key="k")["UploadId"]
+        path = f"/photos/k?partNumber=1&uploadId={upload}"
+        head = signed(gateway, "PUT", path, {"Content-Length": str(1 << 20)})
+        return head, b"x" * 100_000, "UploadPart"
+    if operation == "PutObjectTagging":
+        s3.put_object(Bucket="photos", Key="k", Body=b"kept")
+        document = b"<Tagging><TagSet><Tag><Key>a</Key><Value>b</Value></Tag></TagSet></Tagging>"
+        md5 = base64.b64encode(hashlib.md5(document).digest()).decode()
+        headers = {"Content-Length": str(len(document)), "Content-MD5": md5}
+        head = signed(gateway, "PUT", "/photos/k?tagging", headers)
+        return head, document[:20], "PutObjectTagging"
+    assert operation == "aws-chunked"
+    headers = {
+        "Transfer-Encoding": "chunked",
+        "Content-Encoding": "aws-chunked",
+        "x-amz-decoded-content-length": str(1 << 20),
+        "x-amz-trailer": "x-amz-checksum-crc32",
+    }
+    head = signed(gateway, "PUT", "/photos/k", headers, "STREAMING-UNSIGNED-PAYLOAD-TRAILER")
+    chunk = b"%x\r\n%s\r\n" % (100_000, b"x" * 100_000)  # one aws-chunked chunk
+    return head, b"%x\r\n%s\r\n" % (len(chunk), chunk), "PutObject"
+
+
+@pytest.mark.parametrize(
+    "operation", ["PutObject", "UploadPart", "PutObjectTagging", "aws-chunked"]
+)
+def test_a_client_that_leaves_mid_body_is_499_quietly_and_leaves_nothing(
+    framed: Running, operation: str, logged: pytest.LogCaptureFixture
+) -> None:
+    head, part, name = _left(framed, operation)
+    sock = connect(framed)
+    sock.sendall(head + part)
+    sock.close()
+    wait_for(lambda: metric(framed, name, 499) == 1, what=f"{name} to be counted as 499")
+    assert metric(framed, name, 500) == 0
+    assert temporaries(framed) == []
+    s3 = framed.client()
+    if operation == "UploadPart":
+        upload = s3.list_multipart_uploads(Bucket="photos")["Uploads"][0]
+        assert "Parts" not in s3.list_parts(Bucket="photos", Key="k", UploadId=upload["UploadId"])
+    elif operation == "PutObjectTagging":
+        assert s3.get_object_tagging(Bucket="photos", Key="k")["TagSet"] == []
+    else:
+        assert not key_exists(framed, "photos", "k")
+    assert_quiet(logged)
+    assert any("closed the connection" in r.getMessage() for r in logged.records)

@@ -23,7 +23,7 @@ from prometheus_client import (
     generate_latest,
 )
 from starlette.applications import Starlette
-from starlette.requests import Request
+from starlette.requests import ClientDisconnect, Request
 from starlette.responses import Response
 from starlette.routing import Route
 from starlette.types import Receive, Scope, Send
@@ -38,6 +38,10 @@ from ripple.metabase.errors import MetabaseError
 log = logging.getLogger("ripple.gateway")
 
 Handler = Callable[[S3Request], Awaitable[Response]]
+
+# the status a request is counted under when its client closed the connection before the
+# end of its body (nginx's "client closed request"); it is never sent
+CLIENT_CLOSED = 499
 
 
 @dataclass(frozen=True)
@@ -238,6 +242,16 @@ def create_app(services: Services) -> Starlette:
             response = error_response(
                 from_metabase(e), context, _resource(req), http.method, has_body=sent_body
             )
+        except ClientDisconnect:
+            # the client closed the connection before sending the whole body: nobody to
+            # answer, nothing to log but a line; counted as nginx's 499 (client closed)
+            log.info(
+                "request %s (%s %s): the client closed the connection before the end of its body",
+                context.request_id,
+                http.method,
+                http.url.path,
+            )
+            response = Response(status_code=CLIENT_CLOSED)
         except Exception:
             log.exception(
                 "request %s (%s %s) failed", context.request_id, http.method, http.url.path
