@@ -344,15 +344,6 @@ def test_a_digest_header_is_required(gateway: Running, s3: Any) -> None:
     assert keys_in(s3, "digest") == []
 
 
-def test_conditional_items_are_not_implemented(gateway: Running, s3: Any) -> None:
-    s3.create_bucket(Bucket="conditional")
-    seed(gateway, "conditional", ["a"])
-    body = b"<Delete><Object><Key>a</Key><ETag>abc</ETag></Object></Delete>"
-    response = post_delete(gateway, "conditional", body)
-    assert response.status_code == 501
-    assert keys_in(s3, "conditional") == ["a"]
-
-
 def test_a_missing_bucket_fails_the_request(s3: Any) -> None:
     with pytest.raises(ClientError) as caught:
         s3.delete_objects(Bucket="missing", Delete={"Objects": objects("a")})

@@ -24,7 +24,8 @@ from ripple.gateway import xml
 from ripple.gateway.app import operation
 from ripple.gateway.body import CHECKSUM_PREFIX, read_document
 from ripple.gateway.errors import S3Error
-from ripple.gateway.objects import free
+from ripple.gateway.headers import condition_time
+from ripple.gateway.objects import MAX_SIZE, free
 from ripple.gateway.request import S3Request
 from ripple.metabase import (
     MAX_DELETE_OBJECTS,
@@ -35,11 +36,9 @@ from ripple.metabase import (
     delete_objects,
     get_bucket_info,
 )
+from ripple.metabase.delete_condition import DeleteCondition
 
 Entry = DeletedObject | DeleteObjectsError
-
-# conditional per-item deletes, which ripple does not do (refused rather than ignored)
-_CONDITIONS = ("ETag", "LastModifiedTime", "Size")
 
 
 def require_digest(req: S3Request) -> None:
@@ -84,14 +83,16 @@ def _item(element: ET.Element) -> DeleteObjectsItem:
     key = xml.child(element, "Key")
     if key is None:
         raise S3Error("MalformedXML", "every <Object> of a <Delete> document needs a <Key>")
-    for condition in _CONDITIONS:
-        if xml.child(element, condition) is not None:
-            raise S3Error(
-                "NotImplemented",
-                f"conditional deletes (<{condition}> in an <Object>) are not implemented by ripple",
-            )
+    when = xml.text(element, "LastModifiedTime")
+    condition = DeleteCondition(  # a conditional delete: see metabase.delete_condition
+        if_match=xml.text(element, "ETag", "") or "",
+        last_modified=condition_time(when, "LastModifiedTime") if when else None,
+        size=xml.number(element, "Size", most=MAX_SIZE),
+    )
     # the key is taken as written: leading and trailing spaces are part of it
-    return DeleteObjectsItem(key.text or "", xml.text(element, "VersionId"))
+    return DeleteObjectsItem(
+        key.text or "", xml.text(element, "VersionId"), condition if condition else None
+    )
 
 
 @operation("POST", "bucket", "delete", "DeleteObjects", "delete", per_key=True)

@@ -149,6 +149,13 @@ def parse_timestamp(value: str, what: str) -> datetime:
         raise S3Error("InvalidArgument", f"{what} {shown!r} is out of range") from None
 
 
+def condition_time(value: str, what: str) -> datetime:
+    """A time a conditional request compares with a last-modified time: an HTTP date (what
+    SDKs send, also in XML) or ISO 8601; anything else is `InvalidArgument`."""
+    parsed = parse_http_date(value)
+    return parsed.astimezone(UTC) if parsed is not None else parse_timestamp(value, what)
+
+
 def parse_http_date(value: str) -> datetime | None:
     try:
         parsed = parsedate_to_datetime(value)

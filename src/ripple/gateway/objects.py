@@ -15,6 +15,7 @@ from ripple.gateway.app import operation
 from ripple.gateway.body import Received, receive
 from ripple.gateway.data import DataWriter, ObjectData
 from ripple.gateway.headers import (
+    condition_time,
     content_type_of,
     lock_of,
     metadata_of,
@@ -22,7 +23,7 @@ from ripple.gateway.headers import (
     tagging_of,
     version_headers,
 )
-from ripple.gateway.request import S3Request
+from ripple.gateway.request import S3Request, header_number
 from ripple.metabase import (
     Object,
     ObjectLocation,
@@ -32,9 +33,12 @@ from ripple.metabase import (
     delete_object,
     delete_object_version,
 )
+from ripple.metabase.delete_condition import DeleteCondition
 from ripple.metabase.errors import MetabaseError
 from ripple.metabase.put_object import put_object
 from ripple.metabase.rows import new_stream_id
+
+MAX_SIZE = 2**63 - 1  # a size any object could have
 
 
 def free(req: S3Request, removed: list[Object]) -> None:
@@ -138,8 +142,24 @@ async def put(req: S3Request) -> Response:
     return Response(status_code=200, headers=headers)
 
 
+def delete_condition(req: S3Request) -> DeleteCondition:
+    """A conditional DeleteObject's `If-Match`, `x-amz-if-match-last-modified-time` and
+    `x-amz-if-match-size`, judged by the metabase against what the delete acts on."""
+    when = req.header("x-amz-if-match-last-modified-time")
+    return DeleteCondition(
+        if_match=req.header("if-match"),
+        last_modified=condition_time(when, "x-amz-if-match-last-modified-time") if when else None,
+        size=(
+            header_number(req, "x-amz-if-match-size", most=MAX_SIZE)
+            if req.header("x-amz-if-match-size")
+            else None
+        ),
+    )
+
+
 @operation("DELETE", "object", "", "DeleteObject", "delete")
 async def delete(req: S3Request) -> Response:
+    condition = delete_condition(req)
     req.services.deletes.take(str(req.project_id))
     bypass = req.header("x-amz-bypass-governance-retention").lower() == "true"
     allowed = req.can_bypass_governance
@@ -153,6 +173,7 @@ async def delete(req: S3Request) -> Response:
             req.object_location,
             bypass_governance=bypass,
             can_bypass_governance=allowed,
+            condition=condition,
             tag=tag,
         )
         if result.marker is not None:
@@ -166,6 +187,7 @@ async def delete(req: S3Request) -> Response:
             version_id,
             bypass_governance=bypass,
             can_bypass_governance=allowed,
+            condition=condition,
             tag=tag,
         )
         headers["x-amz-version-id"] = version_id

@@ -15,10 +15,12 @@ import sqlalchemy as sa
 
 from ripple.changestream.capture import TransactionTag
 from ripple.metabase.db import Metabase
+from ripple.metabase.delete_condition import DeleteCondition
 from ripple.metabase.objectlock import bypass_allowed
 from ripple.metabase.rows import (
     insert_rows,
     key_bytes,
+    latest_committed,
     new_stream_id,
     next_version,
     remove_null_version,
@@ -39,13 +41,18 @@ def delete_object(
     *,
     bypass_governance: bool = False,
     can_bypass_governance: bool = False,
+    condition: DeleteCondition | None = None,
     tag: TransactionTag | None = None,
 ) -> DeleteResult:
+    """Delete the key's latest version as the bucket's versioning says; a conditional
+    delete's `condition` is judged against that latest version (a delete marker too)."""
     key_bytes(loc.object_key)
     bypass = bypass_allowed(bypass_governance, can_bypass_governance)
 
     def tx(conn: sa.Connection) -> DeleteResult:
         bucket = start_key_write(conn, loc)
+        if condition:
+            condition.judge(latest_committed(conn, loc))
         now = db.now()
         removed = remove_null_version(conn, bucket, loc, now, bypass=bypass)
         marker = None

@@ -12,6 +12,7 @@ import sqlalchemy as sa
 
 from ripple.changestream.capture import TransactionTag
 from ripple.metabase.db import Metabase
+from ripple.metabase.delete_condition import DeleteCondition
 from ripple.metabase.delete_object import DeleteResult
 from ripple.metabase.objectlock import bypass_allowed, check_deletable
 from ripple.metabase.rows import delete_rows, exact_version, key_bytes, start_key_write
@@ -25,8 +26,10 @@ def delete_object_version(
     *,
     bypass_governance: bool = False,
     can_bypass_governance: bool = False,
+    condition: DeleteCondition | None = None,
     tag: TransactionTag | None = None,
 ) -> DeleteResult:
+    """Delete one version; a conditional delete's `condition` is judged against it."""
     key_bytes(loc.object_key)
     ref = decode_version_id(version_id)
     bypass = bypass_allowed(bypass_governance, can_bypass_governance)
@@ -36,6 +39,8 @@ def delete_object_version(
         target = exact_version(conn, loc, ref, lock=True)
         if target is None:
             return DeleteResult()
+        if condition:
+            condition.judge(target)
         check_deletable(target, db.now(), bypass=bypass)
         delete_rows(conn, [target])
         return DeleteResult(removed=[target])

@@ -20,10 +20,12 @@ import sqlalchemy as sa
 
 from ripple.changestream.capture import TransactionTag
 from ripple.metabase.db import Metabase
+from ripple.metabase.delete_condition import DeleteCondition
 from ripple.metabase.delete_object import delete_marker
 from ripple.metabase.errors import InvalidArgument, InvalidDeleteRequest, MetabaseError
 from ripple.metabase.objectlock import bypass_allowed, check_deletable
 from ripple.metabase.rows import (
+    METADATA_COLUMNS,
     at_bucket,
     delete_rows,
     get_bucket,
@@ -33,6 +35,7 @@ from ripple.metabase.rows import (
     key_version_in,
     lock_keys,
     note_bucket,
+    object_from_row,
     select_rows,
 )
 from ripple.metabase.schema import objects
@@ -55,6 +58,8 @@ MAX_DELETE_OBJECTS = 1000
 class DeleteObjectsItem:
     key: str
     version_id: str | None = None
+    # a conditional delete (<ETag>, <LastModifiedTime>, <Size>): see `delete_condition`
+    condition: DeleteCondition | None = None
 
 
 @dataclass(frozen=True)
@@ -87,6 +92,7 @@ class _Item:
     version_id: str | None
     raw_key: bytes
     ref: VersionRef | None  # None: no version ID given
+    condition: DeleteCondition | None = None
 
 
 def delete_objects(
@@ -117,7 +123,7 @@ def delete_objects(
             bucket,
             db,
             _top_versions(conn, loc, bucket, valid),
-            _candidates(conn, loc, bucket, valid),
+            _candidates(conn, loc, bucket, valid) + _judged_latest(conn, loc, valid),
         )
         deleted: list[DeletedObject] = []
         item_errors = list(errors)
@@ -164,7 +170,7 @@ def _parse(items: Sequence[DeleteObjectsItem]) -> tuple[list[_Item], list[Delete
         if (raw, ref) in seen:
             continue
         seen.add((raw, ref))
-        valid.append(_Item(item.key, item.version_id, raw, ref))
+        valid.append(_Item(item.key, item.version_id, raw, ref, item.condition))
     return valid, errors
 
 
@@ -182,6 +188,33 @@ def _top_versions(
         .group_by(objects.c.object_key)
     )
     return {bytes(row.object_key): int(row.top) for row in conn.execute(query)}
+
+
+def _judged_latest(conn: sa.Connection, loc: BucketLocation, items: list[_Item]) -> list[Object]:
+    """The latest committed row of each key whose conditional item names no version: what
+    its condition is judged against (one statement for them all)."""
+    keys = sorted({i.raw_key for i in items if i.ref is None and i.condition})
+    if not keys:
+        return []
+    committed = sa.and_(at_bucket(loc), objects.c.status.in_(COMMITTED_STATUSES))
+    top = (
+        sa.select(objects.c.object_key, sa.func.max(objects.c.version).label("top"))
+        .where(committed, key_in(conn, keys))
+        .group_by(objects.c.object_key)
+        .subquery()
+    )
+    query = (
+        sa.select(*METADATA_COLUMNS)
+        .join_from(
+            objects,
+            top,
+            sa.and_(objects.c.object_key == top.c.object_key, objects.c.version == top.c.top),
+        )
+        .where(committed)
+    )
+    if conn.dialect.name == "postgresql":
+        query = query.with_for_update(of=objects)
+    return [object_from_row(row) for row in conn.execute(query)]
 
 
 def _candidates(
@@ -223,7 +256,7 @@ class _View:
         self.bucket = bucket
         self.now = db.now()
         self.top = top
-        self.original = {(r.object_key, r.version): r for r in rows}
+        self.original = {(r.object_key, r.version): r for r in rows}  # duplicates once
         self.removed: list[Object] = []  # in the order the items removed them
         self.by_key: dict[str, dict[int, Object]] = {}
         for r in rows:
@@ -232,6 +265,8 @@ class _View:
     def apply(self, item: _Item, bypass: bool) -> DeletedObject:
         if item.ref is not None:
             return self._delete_version(item, item.ref, bypass)
+        if item.condition:
+            item.condition.judge(self._latest(item.key))
         removed = None
         if self.bucket.versioning is not Versioning.ENABLED:
             removed = self._find(item.key, VersionRef(None))
@@ -257,6 +292,8 @@ class _View:
         target = self._find(item.key, ref)
         if target is None:  # already gone: deleting it again succeeds, as in S3
             return DeletedObject(item.key, item.version_id)
+        if item.condition:
+            item.condition.judge(target)
         check_deletable(target, self.now, bypass=bypass)
         self._remove(target)
         return DeletedObject(
@@ -266,6 +303,12 @@ class _View:
             delete_marker=target.is_delete_marker,
             delete_marker_version_id=target.version_id if target.is_delete_marker else None,
         )
+
+    def _latest(self, key: str) -> Object | None:
+        """The key's latest version as the items so far left it (`_judged_latest` loaded
+        it; a marker an earlier item made is above it)."""
+        versions = self.by_key.get(key, {})
+        return versions[max(versions)] if versions else None
 
     def _find(self, key: str, ref: VersionRef) -> Object | None:
         versions = self.by_key.get(key, {})
