@@ -63,7 +63,8 @@ async def get_tagging(req: S3Request) -> Response:
     )
     root = xml.document("Tagging")
     tag_set = xml.add(root, "TagSet")
-    for key, value in obj.tags.items():
+    # sorted by key, as Ceph RGW answers (S3 documents no order; SDK users compare sets)
+    for key, value in sorted(obj.tags.items()):
         tag = xml.add(tag_set, "Tag")
         xml.add(tag, "Key", key)
         xml.add(tag, "Value", value)
