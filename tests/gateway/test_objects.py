@@ -124,6 +124,25 @@ def test_metadata_that_is_not_utf8_is_refused(gateway: Any, s3: Any) -> None:
     assert "Contents" not in s3.list_objects_v2(Bucket="bkt")
 
 
+@pytest.mark.parametrize(
+    ("sent", "kept"),
+    [
+        ("gzip", "gzip"),
+        ("deflate, gzip", "deflate, gzip"),  # as sent, spaces and all
+        ("deflate,gzip", "deflate,gzip"),
+        ("gzip, aws-chunked", "gzip"),  # aws-chunked is framing, never stored
+        ("aws-chunked, gzip", "gzip"),
+        ("aws-chunked,deflate, gzip", "deflate, gzip"),
+    ],
+)
+def test_content_encoding_is_kept_as_sent_but_aws_chunked(s3: Any, sent: str, kept: str) -> None:
+    s3.create_bucket(Bucket="bkt")
+    s3.put_object(Bucket="bkt", Key="k", Body=b"x", ContentEncoding=sent)
+    assert s3.head_object(Bucket="bkt", Key="k")["ContentEncoding"] == kept
+    s3.put_object(Bucket="bkt", Key="bare", Body=b"x", ContentEncoding="aws-chunked")
+    assert "ContentEncoding" not in s3.head_object(Bucket="bkt", Key="bare")
+
+
 def test_content_md5(s3: Any, gateway: Any) -> None:
     s3.create_bucket(Bucket="bkt")
     body = b"y" * 5000

@@ -64,10 +64,10 @@ def metadata_of(req: S3Request) -> dict[str, str]:
             size += len(short) + len(value.encode())
         else:
             encoding = value
-            if name == "content-encoding":  # aws-chunked is transfer framing, not stored
-                encoding = ",".join(
-                    e for e in (p.strip() for p in value.split(",")) if e and e != "aws-chunked"
-                )
+            tokens = [t.strip() for t in value.split(",")]
+            # aws-chunked is transfer framing, not stored; the rest is kept as sent
+            if name == "content-encoding" and "aws-chunked" in (t.lower() for t in tokens):
+                encoding = ", ".join(t for t in tokens if t and t.lower() != "aws-chunked")
             if encoding:
                 metadata[":" + name] = encoding
     if size > MAX_METADATA_BYTES:
