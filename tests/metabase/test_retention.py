@@ -116,14 +116,24 @@ def test_governance_weakened_with_allowed_bypass(world: World, change: str) -> N
     assert get_object_retention(world.db, world.loc(bucket, "a")) == new
 
 
-def test_governance_extended_or_made_compliance_without_bypass(world: World) -> None:
+def test_governance_extended_without_bypass_made_compliance_only_with_it(world: World) -> None:
+    """S3: governance lock settings are altered only with a bypass, its mode included
+    (even to the stricter compliance); extending the period needs none."""
     bucket = world.bucket(lock=True)
     current = world.governance(days=10)
     world.put(bucket, "a", retention=current)
     longer = Retention(GOV, current.retain_until + timedelta(days=1))
     put_object_retention(world.db, world.loc(bucket, "a"), longer)
     stricter = Retention(COMP, longer.retain_until)
-    put_object_retention(world.db, world.loc(bucket, "a"), stricter)
+    with unchanged(world, ObjectLocked, "AccessDenied"):
+        put_object_retention(world.db, world.loc(bucket, "a"), stricter)
+    put_object_retention(
+        world.db,
+        world.loc(bucket, "a"),
+        stricter,
+        bypass_governance=True,
+        can_bypass_governance=True,
+    )
     assert get_object_retention(world.db, world.loc(bucket, "a")) == stricter
 
 

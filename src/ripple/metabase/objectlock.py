@@ -60,11 +60,15 @@ def check_retention_change(
         if new.retain_until < current.retain_until:
             raise ObjectLocked("compliance-mode retention cannot be shortened")
         return
-    weakened = new is None or new.retain_until < current.retain_until
-    if weakened and not bypass:
+    # governance settings are altered only with a bypass: shortened, removed, or changed in
+    # mode (to compliance too, as S3 requires); extending them needs none
+    altered = (
+        new is None or new.retain_until < current.retain_until or new.mode is not current.mode
+    )
+    if altered and not bypass:
         raise ObjectLocked(
-            "governance-mode retention can be shortened or removed only with "
-            "x-amz-bypass-governance-retention and the permission to bypass it"
+            "governance-mode retention can be shortened, removed or changed in mode only "
+            "with x-amz-bypass-governance-retention and the permission to bypass it"
         )
 
 
