@@ -64,7 +64,7 @@ def test_a_presigned_expiry_of_any_length_is_refused_before_any_key_is_looked_up
     gateway: Running, world: str
 ) -> None:
     now = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
-    for expires in [HUGE, *ODD, "0", "604801"]:
+    for expires in [HUGE, *ODD, "604801", "-" + HUGE]:
         query = {
             "X-Amz-Algorithm": "AWS4-HMAC-SHA256",
             "X-Amz-Credential": f"RKNOBODY0000000000XX/{now[:8]}/us-east-1/s3/aws4_request",

@@ -290,12 +290,16 @@ def _query_claim(params: list[tuple[str, str]], service: str) -> _Claim:
             _QUERY_ERROR, "X-Amz-Date must be in the ISO8601 Long Format \"yyyyMMdd'T'HHmmss'Z'\"."
         )
     try:
-        expires = whole_number(values["X-Amz-Expires"], "X-Amz-Expires", least=1, most=MAX_EXPIRES)
+        expires = whole_number(
+            values["X-Amz-Expires"], "X-Amz-Expires", least=-MAX_EXPIRES, most=MAX_EXPIRES
+        )
     except NumberError:
         raise S3Error(
             _QUERY_ERROR,
             f"X-Amz-Expires must be a number of seconds from 1 to {MAX_EXPIRES} (a week).",
         ) from None
+    if expires <= 0:  # a URL that expired the moment it was signed
+        raise S3Error("AccessDenied", "Request has expired; create a new presigned URL.")
     payload = values.get("X-Amz-Content-Sha256", UNSIGNED_PAYLOAD)
     _payload_hash(payload)
     signed_params = [(name, value) for name, value in params if name != "X-Amz-Signature"]
