@@ -19,13 +19,8 @@ import pytest
 from botocore.config import Config
 from botocore.httpchecksum import AwsChunkedWrapper, Crc32Checksum, Sha1Checksum, Sha256Checksum
 
-from ripple.gateway.chunked import (
-    MAX_LINE,
-    Checksums,
-    ChunkedDecoder,
-    checksum_for,
-    verify_checksums,
-)
+from ripple.gateway.checksums import Checksums, checksum_for, verify_checksums
+from ripple.gateway.chunked import MAX_LINE, ChunkedDecoder
 from ripple.gateway.errors import S3Error
 from ripple.gateway.sigv4 import SignedRequest, verify
 

@@ -19,7 +19,8 @@ from dataclasses import dataclass, field
 
 from starlette.concurrency import run_in_threadpool
 
-from ripple.gateway.chunked import NOT_CHECKSUMS, Checksums, ChunkedDecoder
+from ripple.gateway.checksums import NOT_CHECKSUMS, Checksums
+from ripple.gateway.chunked import ChunkedDecoder
 from ripple.gateway.errors import S3Error
 from ripple.gateway.request import S3Request
 from ripple.numbers import NumberError, whole_number

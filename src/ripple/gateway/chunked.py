@@ -3,22 +3,17 @@
 `ChunkedDecoder` turns the body of a request whose x-amz-content-sha256 names a STREAMING-*
 mode back into the object's bytes as they arrive: it checks each chunk signature (signed
 modes), the trailing headers and their signature, the decoded length, and the declared
-checksums. Decoded bytes are handed out before the chunk they belong to is fully checked,
-so a caller writes them provisionally and keeps them only when `finish()` returns.
-
-`Checksums` computes CRC32, CRC32C, CRC64NVME, SHA-1 and SHA-256 (S3's base64 form) and
-verifies them; it serves non-chunked uploads carrying `x-amz-checksum-*` headers as well.
+checksums (`ripple.gateway.checksums`). Decoded bytes are handed out before the chunk they
+belong to is fully checked, so a caller writes them provisionally and keeps them only when
+`finish()` returns.
 """
 
 from __future__ import annotations
 
-import base64
 import hashlib
 import hmac
-import zlib
-from collections.abc import Callable, Iterable, Mapping
-from typing import Protocol
 
+from ripple.gateway.checksums import CHECKSUM_PREFIX, Checksums
 from ripple.gateway.errors import S3Error
 from ripple.gateway.sigv4 import (
     EMPTY_SHA256,
@@ -29,160 +24,9 @@ from ripple.gateway.sigv4 import (
     sign,
 )
 
-CHECKSUM_PREFIX = "x-amz-checksum-"
 TRAILER_SIGNATURE = "x-amz-trailer-signature"
 MAX_LINE = 4096  # a chunk header or trailer line; a signed chunk header is under 100 bytes
 MAX_TRAILER = 16384  # all trailer lines together
-# x-amz-checksum-* headers that are not checksums of the body
-NOT_CHECKSUMS = frozenset(
-    {"x-amz-checksum-type", "x-amz-checksum-mode", "x-amz-checksum-algorithm"}
-)
-
-
-class Hasher(Protocol):
-    """What hashlib's objects offer: the checksums below are used the same way."""
-
-    def update(self, data: bytes, /) -> None: ...
-    def digest(self) -> bytes: ...
-
-
-def _table_crc(poly: int, width: int) -> Callable[[bytes, int], int]:
-    """A reflected CRC with init and xorout all ones (CRC-32C, CRC-64/NVME), in Python."""
-    table, mask = [], (1 << width) - 1
-    for byte in range(256):
-        crc = byte
-        for _ in range(8):
-            crc = (crc >> 1) ^ poly if crc & 1 else crc >> 1
-        table.append(crc)
-
-    def step(data: bytes, crc: int) -> int:
-        crc ^= mask
-        for byte in data:
-            crc = table[(crc ^ byte) & 0xFF] ^ (crc >> 8)
-        return crc ^ mask
-
-    return step
-
-
-class _Crc:
-    """A CRC as a hasher: `step(data, crc)` extends a CRC (as zlib.crc32 does)."""
-
-    def __init__(self, step: Callable[[bytes, int], int], size: int) -> None:
-        self._step, self._size, self._crc = step, size, 0
-
-    def update(self, data: bytes, /) -> None:
-        self._crc = self._step(data, self._crc)
-
-    def digest(self) -> bytes:
-        return self._crc.to_bytes(self._size, "big")
-
-
-_crc32c_step = _table_crc(0x82F63B78, 32)
-_crc64nvme_step = _table_crc(0x9A6C9329AC4BC9B5, 64)
-
-try:  # the C implementation when installed, else the table above in Python (slow)
-    import google_crc32c  # type: ignore[import-not-found]
-except ImportError:  # pragma: no cover - depends on the environment
-    google_crc32c = None
-
-
-def _crc32c() -> Hasher:
-    if google_crc32c is not None:  # pragma: no cover - depends on the environment
-        checksum: Hasher = google_crc32c.Checksum()
-        return checksum
-    return _Crc(_crc32c_step, 4)
-
-
-_ALGORITHMS: dict[str, tuple[str, Callable[[], Hasher]]] = {
-    # name in x-amz-checksum-<name> → (name S3 shows in messages, factory)
-    "crc32": ("CRC32", lambda: _Crc(zlib.crc32, 4)),
-    "crc32c": ("CRC32C", _crc32c),
-    "crc64nvme": ("CRC64NVME", lambda: _Crc(_crc64nvme_step, 8)),
-    "sha1": ("SHA1", hashlib.sha1),
-    "sha256": ("SHA256", hashlib.sha256),
-}
-
-
-def _algorithm(name: str) -> str:
-    """'crc32' from 'crc32', 'CRC32' or 'x-amz-checksum-crc32'; S3Error when unsupported."""
-    key = name.strip().lower().removeprefix(CHECKSUM_PREFIX)
-    if key not in _ALGORITHMS:
-        supported = ", ".join(CHECKSUM_PREFIX + known for known in _ALGORITHMS)
-        raise S3Error(
-            "InvalidRequest", f"Checksum {name!r} is not supported; use one of {supported}."
-        )
-    return key
-
-
-def checksum_for(name: str) -> Hasher:
-    """A fresh hasher for a checksum algorithm ('crc32' or 'x-amz-checksum-crc32'...)."""
-    return _ALGORITHMS[_algorithm(name)][1]()
-
-
-class Checksums:
-    """Several checksums of one payload, computed as it streams and checked at the end."""
-
-    def __init__(self, algorithms: Iterable[str]) -> None:
-        self._hashers = {_algorithm(name): checksum_for(name) for name in algorithms}
-
-    @classmethod
-    def from_headers(cls, headers: Mapping[str, str]) -> Checksums:
-        """The checksums a request's `x-amz-checksum-*` headers (lower-case names) ask for."""
-        return cls(
-            name
-            for name in headers
-            if name.startswith(CHECKSUM_PREFIX) and name not in NOT_CHECKSUMS
-        )
-
-    @property
-    def names(self) -> list[str]:
-        """Header names of the checksums computed ('x-amz-checksum-crc32'...)."""
-        return [CHECKSUM_PREFIX + key for key in self._hashers]
-
-    def update(self, data: bytes) -> None:
-        for hasher in self._hashers.values():
-            hasher.update(data)
-
-    def digests(self) -> dict[str, str]:
-        """Each checksum so far in base64, by header name."""
-        return {
-            CHECKSUM_PREFIX + key: base64.b64encode(hasher.digest()).decode("ascii")
-            for key, hasher in self._hashers.items()
-        }
-
-    def verify(self, expected: Mapping[str, str]) -> None:
-        """Check every computed checksum against `expected` (header name → base64 value)."""
-        for key, hasher in self._hashers.items():
-            name = CHECKSUM_PREFIX + key
-            label = _ALGORITHMS[key][0]
-            digest = hasher.digest()
-            value = expected.get(name)
-            if value is None:
-                raise S3Error("InvalidRequest", f"The {name} value is missing; send it.")
-            try:
-                claimed = base64.b64decode(value.strip(), validate=True)
-            except ValueError:
-                claimed = b""
-            if len(claimed) != len(digest):
-                raise S3Error(
-                    "InvalidRequest",
-                    f"Value for {name} is invalid; send the base64 of the {label} checksum.",
-                )
-            if not hmac.compare_digest(claimed, digest):
-                raise S3Error(
-                    "BadDigest",
-                    f"The {label} you specified did not match the calculated checksum; "
-                    "resend the data.",
-                )
-
-
-def verify_checksums(expected: Mapping[str, str], data: bytes) -> dict[str, str]:
-    """Check a whole payload against the `x-amz-checksum-*` in `expected`; the digests."""
-    checksums = Checksums.from_headers(expected)
-    checksums.update(data)
-    checksums.verify(expected)
-    return checksums.digests()
-
 
 _HEADER, _DATA, _DATA_END, _TRAILER, _DONE = range(5)
 
