@@ -136,12 +136,13 @@ def test_later_migration_steps_change_the_records(fresh_url: str) -> None:
     try:
         upgrade(db, "0002")
         # today's code reads and writes columns later steps add (0010 objects.tags, 0011
-        # the ACLs and lifecycle, 0014 part sizes): lend the 0002 schema those columns while
-        # it writes, and take them back before upgrading
+        # the ACLs and lifecycle, 0014 part sizes, 0015 checksums): lend the 0002 schema those
+        # columns while it writes, and take them back before upgrading
         lent = [
             ("objects", "tags"),
             ("objects", "acl"),
             ("objects", "part_sizes"),
+            ("objects", "checksum"),
             ("buckets", "acl"),
             ("buckets", "lifecycle"),
         ]
@@ -160,7 +161,7 @@ def test_later_migration_steps_change_the_records(fresh_url: str) -> None:
         assert [c["name"] for c in v1["column_types"]][4:] == ["status", "total_plain_size"]
 
         upgrade(db)
-        assert head_revision() == "0014"
+        assert head_revision() == "0015"
         second = commit_inline_object(db, loc, b"22", etag="e2").object
         records = read_all(db)
         assert records[0] == v1  # unchanged by the migration

@@ -94,9 +94,9 @@ def test_comparison_sees_a_missing_column(db: Metabase) -> None:
 
 
 def test_the_issue_9_steps_go_down_and_up_again_with_data(fresh_url: str) -> None:
-    """0014, 0013, 0012 and 0011 downgrade a metabase that holds buckets and objects (on SQLite
-    too, whose foreign keys refuse rebuilding a table another one refers to) and upgrade
-    again, keeping the data."""
+    """0015, 0014, 0013, 0012 and 0011 downgrade a metabase that holds buckets and objects
+    (on SQLite too, whose foreign keys refuse rebuilding a table another one refers to) and
+    upgrade again, keeping the data."""
     db = Metabase(fresh_url)
     try:
         upgrade(db)

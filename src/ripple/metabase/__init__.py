@@ -57,6 +57,7 @@ from ripple.metabase.store_committed import CommitResult
 from ripple.metabase.types import (
     Bucket,
     BucketLocation,
+    Checksum,
     DefaultRetention,
     Object,
     ObjectLocation,
@@ -71,6 +72,7 @@ __all__ = [
     "MAX_DELETE_OBJECTS",
     "Bucket",
     "BucketLocation",
+    "Checksum",
     "CommitResult",
     "CopyResult",
     "DefaultRetention",

@@ -14,7 +14,7 @@ from ripple.metabase.errors import PendingObjectNotFound
 from ripple.metabase.rows import at_key, delete_rows, select_rows, start_key_write
 from ripple.metabase.schema import objects
 from ripple.metabase.store_committed import CommitResult, store_committed
-from ripple.metabase.types import Object, Retention, Status
+from ripple.metabase.types import Checksum, Object, Retention, Status
 from ripple.metabase.write_condition import WriteCondition
 
 
@@ -29,11 +29,13 @@ def commit_object(
     retention: Retention | None = None,
     legal_hold: bool = False,
     part_sizes: Sequence[int] = (),
+    checksum: Checksum | None = None,
     condition: WriteCondition | None = None,
     tag: TransactionTag | None = None,
 ) -> CommitResult:
     """Commit the upload `begin_object` returned as the key's newest version (a multipart
-    upload's with its `part_sizes`); a conditional write's `condition` must still hold
+    upload's with its `part_sizes`) with its additional `checksum` (None: none, whatever
+    the pending row declared); a conditional write's `condition` must still hold
     (`ConditionalRequestConflict`)."""
 
     def tx(conn: sa.Connection) -> CommitResult:
@@ -62,6 +64,7 @@ def commit_object(
             retention=retention,
             legal_hold=legal_hold,
             part_sizes=tuple(part_sizes),
+            checksum=checksum,
         )
         return store_committed(
             conn,

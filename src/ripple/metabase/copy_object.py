@@ -2,7 +2,8 @@
 
 The copy gets a new stream id (the caller copies the data for objects not stored inline),
 the source's size, ETag and, with the COPY directives, its content type and metadata
-(metadata directive) and its tags (tagging directive; REPLACE sets `tags`). Object
+(metadata directive) and its tags (tagging directive; REPLACE sets `tags`), its part
+sizes and additional checksum (unless the caller computed another: `checksum`). Object
 lock settings are not copied; the destination's default retention applies. Nor is the
 ACL: the copy gets `acl` (default private), as in S3. Copying a key
 onto itself must change something (REPLACE), as S3 requires."""
@@ -24,7 +25,7 @@ from ripple.metabase.get_object import resolve_object
 from ripple.metabase.object_tagging import check_tags
 from ripple.metabase.rows import key_bytes, latest_committed, new_stream_id, start_key_write
 from ripple.metabase.store_committed import CommitResult, store_committed
-from ripple.metabase.types import Object, ObjectLocation, Retention
+from ripple.metabase.types import Checksum, Object, ObjectLocation, Retention
 from ripple.metabase.write_condition import WriteCondition
 
 
@@ -58,12 +59,15 @@ def copy_object(
     stream_id: uuid.UUID | None = None,
     source_stream_id: uuid.UUID | None = None,
     acl: AclSpec | None = None,
+    checksum: Checksum | None = None,
     condition: WriteCondition | None = None,
     tag: TransactionTag | None = None,
 ) -> CopyResult:
     """Commit a copy of the source version. With `source_stream_id`, the version found must
     be that stream's (the data the caller copied), else `CopySourceChanged`; a conditional
-    write's `condition` on the destination must still hold (`ConditionalRequestConflict`)."""
+    write's `condition` on the destination must still hold (`ConditionalRequestConflict`);
+    `checksum` is the copy's additional checksum when the caller computed one (None: the
+    source's, part checksums and all)."""
     key_bytes(destination.object_key)
     if metadata_directive not in ("COPY", "REPLACE"):
         raise InvalidArgument(
@@ -109,6 +113,7 @@ def copy_object(
             legal_hold=legal_hold,
             expires_at=None,
             acl=resolve_acl(conn, destination.project_id, acl),  # never the source's
+            checksum=checksum or src.checksum,
         )
         result = store_committed(
             conn,

@@ -16,7 +16,7 @@ from ripple.metabase.db import Metabase
 from ripple.metabase.object_tagging import check_tags
 from ripple.metabase.rows import key_bytes, require_aware, start_key_write
 from ripple.metabase.store_committed import CommitResult, store_committed
-from ripple.metabase.types import Object, ObjectLocation, Retention, Status
+from ripple.metabase.types import Checksum, Object, ObjectLocation, Retention, Status
 from ripple.metabase.write_condition import WriteCondition
 
 
@@ -35,12 +35,14 @@ def put_object(
     inline_data: bytes | None = None,
     tags: Mapping[str, str] | None = None,
     acl: AclSpec | None = None,
+    checksum: Checksum | None = None,
     condition: WriteCondition | None = None,
     tag: TransactionTag | None = None,
 ) -> CommitResult:
     """Commit a new version whose data is stored under `stream_id` (or is `inline_data`),
-    with object `tags` (S3's rules: `check_tags`) and `acl` (None: private); a conditional
-    write's `condition` must still hold (`ConditionalRequestConflict`)."""
+    with object `tags` (S3's rules: `check_tags`), `acl` (None: private) and the additional
+    `checksum` its upload was verified against; a conditional write's `condition` must
+    still hold (`ConditionalRequestConflict`)."""
     key_bytes(loc.object_key)
     object_tags = check_tags(tags or {})
     acl = None if acl is None else check_spec(acl)
@@ -69,6 +71,7 @@ def put_object(
             inline_data=inline_data,
             tags=object_tags,
             acl=resolve_acl(conn, loc.project_id, acl),
+            checksum=checksum,
         )
         return store_committed(
             conn, bucket, new, now, explicit_retention=retention is not None, condition=condition

@@ -24,6 +24,7 @@ from ripple.metabase.types import (
     UNVERSIONED_STATUSES,
     Bucket,
     BucketLocation,
+    Checksum,
     DefaultRetention,
     Object,
     ObjectLocation,
@@ -84,6 +85,7 @@ def object_from_row(row: Row[Any] | Mapping[str, Any]) -> Object:
         tags=dict(m["tags"] or {}),
         acl=m.get("acl"),
         part_sizes=tuple(m.get("part_sizes") or ()),
+        checksum=Checksum.from_json(m.get("checksum")),
     )
 
 
@@ -109,6 +111,7 @@ def object_values(obj: Object) -> dict[str, Any]:
         "tags": obj.tags or None,
         "acl": obj.acl,
         "part_sizes": list(obj.part_sizes) or None,
+        "checksum": None if obj.checksum is None else obj.checksum.to_json(),
     }
 
 

@@ -89,6 +89,9 @@ objects = sa.Table(
     # the sizes of the parts of an object completed from a multipart upload, in order;
     # NULL: written in one piece (migration 0014)
     sa.Column("part_sizes", sa.JSON, nullable=True),
+    # the version's additional checksum, {"algorithm", "type", "value", "parts"}; on a
+    # pending upload the algorithm and type it declared; NULL: none (migration 0015)
+    sa.Column("checksum", sa.JSON, nullable=True),
     sa.ForeignKeyConstraint(
         ["project_id", "bucket_name"],
         ["buckets.project_id", "buckets.name"],

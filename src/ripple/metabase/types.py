@@ -103,6 +103,40 @@ class Bucket:
 
 
 @dataclass(frozen=True)
+class Checksum:
+    """A version's additional checksum, as S3 keeps one (x-amz-checksum-mode,
+    GetObjectAttributes). `algorithm`: CRC32, CRC32C, CRC64NVME, SHA1 or SHA256; `type`:
+    FULL_OBJECT (the checksum of the object's bytes) or COMPOSITE (a multipart object's
+    checksum of its parts' binary checksums); `value`: base64 (for COMPOSITE without the
+    `-<part count>` S3 shows after it); `parts`: a multipart object's part checksums, base64,
+    in part order. A pending upload's row keeps only the algorithm and type it declared."""
+
+    algorithm: str
+    type: str
+    value: str = ""
+    parts: tuple[str, ...] = ()
+
+    def to_json(self) -> dict[str, Any]:
+        stored: dict[str, Any] = {"algorithm": self.algorithm, "type": self.type}
+        if self.value:
+            stored["value"] = self.value
+        if self.parts:
+            stored["parts"] = list(self.parts)
+        return stored
+
+    @classmethod
+    def from_json(cls, stored: dict[str, Any] | None) -> Checksum | None:
+        if not stored:
+            return None
+        return cls(
+            str(stored["algorithm"]),
+            str(stored["type"]),
+            str(stored.get("value", "")),
+            tuple(str(p) for p in stored.get("parts", ())),
+        )
+
+
+@dataclass(frozen=True)
 class Object:
     """One row of the objects table: an object version, a delete marker or a pending upload."""
 
@@ -126,6 +160,9 @@ class Object:
     acl: dict[str, Any] | None = None
     # the sizes of its parts, for an object completed from a multipart upload; () otherwise
     part_sizes: tuple[int, ...] = ()
+    # its additional checksum (None: written without one); a pending upload's: the
+    # algorithm and type it declared
+    checksum: Checksum | None = None
 
     @property
     def location(self) -> ObjectLocation:

@@ -3,8 +3,9 @@ stream id. Begin one with what its object will be (content type, metadata, objec
 find one, abort one, list a bucket's. Completing an upload is `commit_object`; its parts
 live with the object data, not in the metabase.
 
-The pending row carries the content type, user metadata, retention, legal hold, tags and
-ACL given at create, so completing needs nothing but the row. Uploads begun here never
+The pending row carries the content type, user metadata, retention, legal hold, tags,
+ACL and checksum algorithm (and type) given at create, so completing needs nothing but the
+row. Uploads begun here never
 expire by TTL (`expires_at` is unset), so the lock settings on a pending row never keep
 `expire` from removing it.
 """
@@ -41,6 +42,7 @@ from ripple.metabase.schema import objects
 from ripple.metabase.types import (
     COMMITTED_STATUSES,
     BucketLocation,
+    Checksum,
     Object,
     ObjectLocation,
     Retention,
@@ -65,8 +67,10 @@ def begin_upload(
     stream_id: uuid.UUID | None = None,
     tags: Mapping[str, str] | None = None,
     acl: AclSpec | None = None,
+    checksum: Checksum | None = None,
 ) -> Object:
-    """Begin a multipart upload: a pending row holding what the completed object will be.
+    """Begin a multipart upload: a pending row holding what the completed object will be,
+    and the `checksum` algorithm and type (no value) its parts and completion must use.
 
     Object lock settings are checked now, as S3 checks them at CreateMultipartUpload (the
     bucket must have object lock; a retain-until date must be in the future)."""
@@ -95,6 +99,7 @@ def begin_upload(
             legal_hold=legal_hold,
             tags=object_tags,
             acl=resolve_acl(conn, loc.project_id, acl),  # the completed object's
+            checksum=checksum,
         )
         insert_rows(conn, [pending])
         return pending
