@@ -248,3 +248,30 @@ def test_bucket_restricted_key_sees_only_its_bucket(s3: Any, gateway: Any) -> No
         restricted.put_object(Bucket="docs", Key="a", Body=b"1")
     assert code_of(e) == "AccessDenied"
     restricted.put_object(Bucket="photos", Key="a", Body=b"1")
+
+
+def test_list_buckets_pages_by_max_buckets(s3: Any, gateway: Any) -> None:
+    assert "ContinuationToken" not in s3.list_buckets(MaxBuckets=1)
+    for name in ("alpha", "beta", "gamma"):
+        s3.create_bucket(Bucket=name)
+    seen, token = [], None
+    while True:
+        page = s3.list_buckets(MaxBuckets=2, **({"ContinuationToken": token} if token else {}))
+        assert len(page["Buckets"]) <= 2
+        seen += [b["Name"] for b in page["Buckets"]]
+        token = page.get("ContinuationToken")
+        if token is None:
+            break
+    assert seen == ["alpha", "beta", "gamma"]
+    everything = s3.list_buckets()
+    assert [b["Name"] for b in everything["Buckets"]] == seen
+    assert "ContinuationToken" not in everything
+    assert {b["BucketRegion"] for b in everything["Buckets"]} == {"us-east-1"}
+    prefixed = s3.list_buckets(Prefix="g")
+    assert ([b["Name"] for b in prefixed["Buckets"]], prefixed["Prefix"]) == (["gamma"], "g")
+    assert s3.list_buckets(BucketRegion="eu-west-1")["Buckets"] == []
+    for bad in ("0", "10001", "x", "9" * 5000):
+        answer = raw_request(gateway, "GET", "/", {"max-buckets": bad})
+        assert (answer.status_code, error_code(answer)) == (400, "InvalidArgument"), bad
+    token = raw_request(gateway, "GET", "/", {"continuation-token": "not a token"})
+    assert (token.status_code, error_code(token)) == (400, "InvalidArgument")

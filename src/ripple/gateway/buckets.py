@@ -11,9 +11,9 @@ from ripple.gateway.acl import acl_of
 from ripple.gateway.app import operation
 from ripple.gateway.body import read_document
 from ripple.gateway.errors import S3Error
-from ripple.gateway.request import S3Request
+from ripple.gateway.listing import continuation_token, resume_key
+from ripple.gateway.request import S3Request, query_number
 from ripple.gateway.topics import principal
-from ripple.metabase.errors import BucketAlreadyOwnedByYou
 from ripple.metabase import (
     DefaultRetention,
     RetentionMode,
@@ -25,18 +25,32 @@ from ripple.metabase import (
     set_bucket_versioning,
     set_object_lock_configuration,
 )
+from ripple.metabase.errors import BucketAlreadyOwnedByYou
 
 SMALL_DOCUMENT = 64 * 1024
+MAX_BUCKETS = 10_000  # the most ListBuckets answers in one page
 PERIOD_BOUND = 10**9  # a default retention period read as a number at all
 TOO_LONG = "InvalidRetentionPeriod"
 
 
 @operation("GET", "service", "", "ListBuckets", "list")
 async def list_all(req: S3Request) -> Response:
+    """The project's buckets by name; `prefix`, `bucket-region`, and pages of `max-buckets`
+    (1 to 10,000) resumed with `continuation-token`, as S3 has since 2024."""
     found = await req.run(list_buckets, req.db, req.project_id)
     assert req.access_key is not None
     if req.access_key.bucket is not None:  # a key restricted to one bucket sees only it
         found = [b for b in found if b.name == req.access_key.bucket]
+    prefix = req.query.get("prefix", "")
+    found = [b for b in found if b.name.startswith(prefix)]
+    if req.query.get("bucket-region", req.services.region) != req.services.region:
+        found = []  # every bucket is in the region this gateway serves
+    if req.query.get("continuation-token"):
+        after = resume_key(req.query["continuation-token"])
+        found = [b for b in found if b.name > after]
+    page_size = query_number(req, "max-buckets", least=1, most=MAX_BUCKETS, default=MAX_BUCKETS)
+    more = len(found) > page_size
+    found = found[:page_size]
     root = xml.document("ListAllMyBucketsResult")
     owner = xml.add(root, "Owner")
     xml.add(owner, "ID", str(req.access_key.project_public_id))
@@ -46,6 +60,11 @@ async def list_all(req: S3Request) -> Response:
         entry = xml.add(listed, "Bucket")
         xml.add(entry, "Name", bucket.name)
         xml.add(entry, "CreationDate", bucket.created_at)
+        xml.add(entry, "BucketRegion", req.services.region)
+    if more:
+        xml.add(root, "ContinuationToken", continuation_token(found[-1].name))
+    if prefix:
+        xml.add(root, "Prefix", prefix)
     return xml.response(root)
 
 
