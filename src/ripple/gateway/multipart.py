@@ -3,9 +3,7 @@ CompleteMultipartUpload, AbortMultipartUpload, ListParts and ListMultipartUpload
 
 An upload is a pending metabase row (`begin_upload`) holding the content type, metadata
 and object lock given at create; its stream id, in hex, is the UploadId. Parts are files
-`objects/parts/<upload>/<part number>.<MD5 hex>`: data and ETag arrive in one rename, size
-and LastModified are the file's; a part uploaded again replaces the older file (of two
-racing uploads of one part, the newer file stays).
+(`ripple.gateway.parts`).
 
 Completing concatenates the parts into the file of the upload's own stream id and commits
 the row. Completes of one upload queue on a lock file in its parts directory, so a repeated
@@ -16,15 +14,9 @@ whose commit fails (the upload was aborted meanwhile) removes its file.
 
 from __future__ import annotations
 
-import contextlib
-import fcntl
-import hashlib
-import os
 import uuid
-from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import IO
 from urllib.parse import quote
 from xml.etree.ElementTree import Element
 
@@ -35,9 +27,8 @@ from ripple.gateway import xml
 from ripple.gateway.acl import acl_of
 from ripple.gateway.app import operation
 from ripple.gateway.auth import authorize
-from ripple.gateway.body import read_document, receive
+from ripple.gateway.body import read_document, receive, require_length
 from ripple.gateway.copy_object import copy_part_data, source_headers
-from ripple.gateway.data import ObjectData
 from ripple.gateway.errors import S3Error
 from ripple.gateway.get_object import MAX_PART_NUMBER
 from ripple.gateway.headers import (
@@ -49,6 +40,14 @@ from ripple.gateway.headers import (
     version_headers,
 )
 from ripple.gateway.objects import checksum_headers, free, write_condition
+from ripple.gateway.parts import (
+    Part,
+    drop_older,
+    lock_upload,
+    multipart_etag,
+    part_file,
+    stored_parts,
+)
 from ripple.gateway.request import S3Request, query_number
 from ripple.metabase import Object, check_tags, commit_object
 from ripple.metabase.errors import MetabaseError, PendingObjectNotFound
@@ -62,60 +61,7 @@ from ripple.metabase.uploads import (
 
 MIN_PART_SIZE = 5 * 1024 * 1024  # every part but the last
 MAX_LISTED = 1000
-LOCK_NAME = "complete.lock"
 _HEX = frozenset("0123456789abcdef")
-
-
-@dataclass(frozen=True)
-class Part:
-    number: int
-    etag: str
-    size: int
-    modified_ns: int
-    path: Path
-
-    @property
-    def rank(self) -> tuple[int, str]:
-        """Of two files of one part number, the greater rank is the newer."""
-        return self.modified_ns, self.path.name
-
-
-def _part_file(data: ObjectData, upload: uuid.UUID, number: int, etag: str) -> Path:
-    path = data.part_path(upload, number)
-    return path.with_name(f"{path.name}.{etag}")
-
-
-def stored_parts(data: ObjectData, upload: uuid.UUID) -> dict[int, Part]:
-    """The parts of an upload by number; of several files of one number, the newest."""
-    found: dict[int, Part] = {}
-    try:
-        entries = list(os.scandir(data.part_path(upload, 1).parent))
-    except FileNotFoundError:
-        return found
-    for entry in entries:
-        number, dot, etag = entry.name.partition(".")
-        if not dot or not number.isdigit() or len(etag) != 32:
-            continue  # the lock file, or a stray
-        try:
-            stat = entry.stat()
-        except FileNotFoundError:
-            continue  # replaced meanwhile
-        part = Part(int(number), etag, stat.st_size, stat.st_mtime_ns, Path(entry.path))
-        current = found.get(part.number)
-        if current is None or part.rank > current.rank:
-            found[part.number] = part
-    return found
-
-
-def _drop_older(path: Path) -> None:
-    """Remove the files of the same part number older than the one just placed."""
-    number = path.name.partition(".")[0]
-    mine = (path.stat().st_mtime_ns, path.name)
-    for entry in os.scandir(path.parent):
-        if entry.name.startswith(number + ".") and entry.name != path.name:
-            with contextlib.suppress(FileNotFoundError):
-                if (entry.stat().st_mtime_ns, entry.name) < mine:
-                    os.unlink(entry.path)
 
 
 def _upload_id(req: S3Request) -> uuid.UUID:
@@ -140,7 +86,7 @@ def _part_number(req: S3Request) -> int:
 async def _settle_part(req: S3Request, upload: uuid.UUID, path: Path) -> None:
     """After a part is placed: drop the part it replaces; if the upload was completed or
     aborted meanwhile, its parts are garbage, this one too."""
-    await req.run(_drop_older, path)
+    await req.run(drop_older, path)
     try:
         await req.run(get_upload, req.db, req.object_location, upload)
     except PendingObjectNotFound:
@@ -184,11 +130,12 @@ async def upload_part(req: S3Request) -> Response:
     if req.has_copy_source:
         req.context.operation = "UploadPartCopy"
         return await _upload_part_copy(req, upload, number)
+    require_length(req)
     data = req.services.data
     writer = data.writer(digest=False)  # `receive` computes the MD5
     try:
         received = await receive(req, writer.write)
-        path = _part_file(data, upload, number, received.etag)
+        path = part_file(data, upload, number, received.etag)
         await req.run(writer.place, path)
     except BaseException:
         writer.abort()
@@ -203,7 +150,7 @@ async def _upload_part_copy(req: S3Request, upload: uuid.UUID, number: int) -> R
     data = req.services.data
     obj, writer = await copy_part_data(req, data)
     try:
-        path = _part_file(data, upload, number, writer.md5.hex())
+        path = part_file(data, upload, number, writer.md5.hex())
         await req.run(writer.place, path)
     except BaseException:
         writer.abort()
@@ -261,23 +208,6 @@ def _invalid_part(number: int) -> S3Error:
     )
 
 
-def multipart_etag(parts: list[Part]) -> str:
-    """S3's ETag of a multipart object: the MD5 of the parts' binary MD5s, `-` part count."""
-    digest = hashlib.md5(b"".join(bytes.fromhex(p.etag) for p in parts), usedforsecurity=False)
-    return f"{digest.hexdigest()}-{len(parts)}"
-
-
-def _lock(data: ObjectData, upload: uuid.UUID) -> IO[bytes] | None:
-    """Hold the upload's complete lock (waiting for another complete); None when it has no
-    parts directory (no part was uploaded, or it was completed or aborted)."""
-    try:
-        file = (data.part_path(upload, 1).parent / LOCK_NAME).open("ab")
-    except FileNotFoundError:
-        return None
-    fcntl.flock(file.fileno(), fcntl.LOCK_EX)
-    return file
-
-
 @operation("POST", "object", "uploadId", "CompleteMultipartUpload", "write")
 async def complete(req: S3Request) -> Response:
     upload, loc, data = _upload_id(req), req.object_location, req.services.data
@@ -289,7 +219,7 @@ async def complete(req: S3Request) -> Response:
     # its x-amz-checksum-* headers are the whole object's, not the document's
     document = await read_document(req, xml.MAX_XML_BYTES, body_checksums=False)
     wanted = _requested_parts(document)
-    lock = await req.run(_lock, data, upload)
+    lock = await req.run(lock_upload, data, upload)
     if lock is None:
         try:
             await req.run(get_upload, req.db, loc, upload)

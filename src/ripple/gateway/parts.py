@@ -1,0 +1,92 @@
+"""The parts of multipart uploads on the filesystem, until the upload completes or is
+aborted: `objects/parts/<upload>/<part number>.<MD5 hex>`.
+
+A part's data and ETag arrive in one rename (`DataWriter.place`), so a crash leaves either
+the whole part or none of it; size and LastModified are the file's. A part uploaded again
+replaces the older file (of two racing uploads of one part, the newer file stays). The
+completes of one upload queue on a lock file in its parts directory (`lock_upload`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import hashlib
+import os
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+from typing import IO
+
+from ripple.gateway.data import ObjectData
+
+LOCK_NAME = "complete.lock"
+
+
+@dataclass(frozen=True)
+class Part:
+    number: int
+    etag: str
+    size: int
+    modified_ns: int
+    path: Path
+
+    @property
+    def rank(self) -> tuple[int, str]:
+        """Of two files of one part number, the greater rank is the newer."""
+        return self.modified_ns, self.path.name
+
+
+def part_file(data: ObjectData, upload: uuid.UUID, number: int, etag: str) -> Path:
+    path = data.part_path(upload, number)
+    return path.with_name(f"{path.name}.{etag}")
+
+
+def stored_parts(data: ObjectData, upload: uuid.UUID) -> dict[int, Part]:
+    """The parts of an upload by number; of several files of one number, the newest."""
+    found: dict[int, Part] = {}
+    try:
+        entries = list(os.scandir(data.part_path(upload, 1).parent))
+    except FileNotFoundError:
+        return found
+    for entry in entries:
+        number, dot, etag = entry.name.partition(".")
+        if not dot or not number.isdigit() or len(etag) != 32:
+            continue  # the lock file, or a stray
+        try:
+            stat = entry.stat()
+        except FileNotFoundError:
+            continue  # replaced meanwhile
+        part = Part(int(number), etag, stat.st_size, stat.st_mtime_ns, Path(entry.path))
+        current = found.get(part.number)
+        if current is None or part.rank > current.rank:
+            found[part.number] = part
+    return found
+
+
+def drop_older(path: Path) -> None:
+    """Remove the files of the same part number older than the one just placed."""
+    number = path.name.partition(".")[0]
+    mine = (path.stat().st_mtime_ns, path.name)
+    for entry in os.scandir(path.parent):
+        if entry.name.startswith(number + ".") and entry.name != path.name:
+            with contextlib.suppress(FileNotFoundError):
+                if (entry.stat().st_mtime_ns, entry.name) < mine:
+                    os.unlink(entry.path)
+
+
+def multipart_etag(parts: list[Part]) -> str:
+    """S3's ETag of a multipart object: the MD5 of the parts' binary MD5s, `-` part count."""
+    digest = hashlib.md5(b"".join(bytes.fromhex(p.etag) for p in parts), usedforsecurity=False)
+    return f"{digest.hexdigest()}-{len(parts)}"
+
+
+def lock_upload(data: ObjectData, upload: uuid.UUID) -> IO[bytes] | None:
+    """Hold the upload's complete lock (waiting for another complete); None when it has no
+    parts directory (no part was uploaded, or it was completed or aborted)."""
+    try:
+        file = (data.part_path(upload, 1).parent / LOCK_NAME).open("ab")
+    except FileNotFoundError:
+        return None
+    fcntl.flock(file.fileno(), fcntl.LOCK_EX)
+    return file
