@@ -233,6 +233,21 @@ def test_a_chunked_put_without_a_length_is_411(framed: Running) -> None:
     assert s3.get_object(Bucket="photos", Key="k")["Body"].read() == b"hello"
 
 
+def test_an_object_put_without_any_length_is_411(framed: Running) -> None:
+    """No Content-Length and no Transfer-Encoding: HTTP reads no body, S3 refuses the PUT
+    rather than storing an empty object (a bucket's PUT needs no length)."""
+    s3 = framed.client()
+    s3.create_bucket(Bucket="photos")
+    upload = s3.create_multipart_upload(Bucket="photos", Key="big")["UploadId"]
+    for path in ("/photos/k", f"/photos/big?partNumber=1&uploadId={upload}"):
+        head = signed(framed, "PUT", path, {"Connection": "close"})
+        assert_refused(answer_to(framed, head), 411, "MissingContentLength")
+    assert not key_exists(framed, "photos", "k")
+    assert "Parts" not in s3.list_parts(Bucket="photos", Key="big", UploadId=upload)
+    bucket = answer_to(framed, signed(framed, "PUT", "/another", {"Connection": "close"}))
+    assert bucket.status == 200
+
+
 # --- heads over S3's limits -------------------------------------------------------------------
 
 

@@ -108,6 +108,16 @@ def _decoded_length(raw: str, limit: int) -> int:
     return length
 
 
+def require_length(req: S3Request) -> None:
+    """An object's or part's body must say how long it is (`Content-Length`, or for an
+    aws-chunked body `x-amz-decoded-content-length`): S3 answers `411 MissingContentLength`
+    to a PUT without one, rather than storing an empty object."""
+    headers = req.http.headers
+    if "content-length" in headers or "x-amz-decoded-content-length" in headers:
+        return
+    raise S3Error("MissingContentLength", "you must provide the Content-Length HTTP header")
+
+
 async def receive(
     req: S3Request,
     sink: Callable[[bytes], None],

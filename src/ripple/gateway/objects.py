@@ -12,7 +12,7 @@ from starlette.responses import Response
 
 from ripple.gateway.acl import acl_of
 from ripple.gateway.app import operation
-from ripple.gateway.body import Received, receive
+from ripple.gateway.body import Received, receive, require_length
 from ripple.gateway.data import DataWriter, ObjectData
 from ripple.gateway.headers import (
     condition_time,
@@ -94,6 +94,7 @@ async def write_condition(req: S3Request, loc: ObjectLocation) -> WriteCondition
 
 @operation("PUT", "object", "", "PutObject", "write")
 async def put(req: S3Request) -> Response:
+    require_length(req)
     loc = req.object_location
     condition = await write_condition(req, loc)
     metadata = metadata_of(req)
