@@ -24,6 +24,7 @@ import xml.etree.ElementTree as ET
 from collections.abc import Awaitable, Callable
 from urllib.parse import parse_qsl
 
+from starlette.requests import ClientDisconnect
 from starlette.responses import Response
 
 from ripple.gateway.auth import authenticate
@@ -134,6 +135,8 @@ async def answer(req: S3Request) -> Response:
     except S3Error as e:  # authentication
         code = "InvalidClientTokenId" if e.code == "InvalidAccessKeyId" else e.code
         error = SnsError(code, e.message, e.status, "Receiver" if e.status >= 500 else "Sender")
+    except ClientDisconnect:
+        raise  # the app answers nobody and counts it (499), quietly
     except Exception:
         log.exception("topic request %s failed", context.request_id)
         error = SnsError("InternalFailure", "internal error; please try again", 500, "Receiver")
