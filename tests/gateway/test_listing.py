@@ -414,3 +414,17 @@ def test_a_key_denied_list_cannot_list(gateway: Running, s3: Any) -> None:
         with pytest.raises(ClientError) as caught:
             call(Bucket="denied")
         assert caught.value.response["Error"]["Code"] == "AccessDenied"
+
+
+def test_a_carriage_return_in_a_key_survives_a_listing_without_url_encoding(
+    gateway: Running, s3: Any
+) -> None:
+    """Written raw, XML's end-of-line handling would hand the key back with LF for CR; S3
+    writes `&#13;`, which every parser reads back as CR."""
+    seeded(gateway, s3, "crlf", ["cr\rlf", "two\r\nlines", "plain"])
+    for params in ({"list-type": "2"}, {}, {"versions": ""}):
+        listed = raw_request(gateway, "GET", "/crlf", params)
+        assert listed.status_code == 200
+        root = ET.fromstring(listed.content)
+        keys = [k.text for k in root.iter("{http://s3.amazonaws.com/doc/2006-03-01/}Key")]
+        assert keys == ["cr\rlf", "plain", "two\r\nlines"], params

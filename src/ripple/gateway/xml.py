@@ -9,6 +9,7 @@ Responses are built as ElementTree elements in S3's 2006-03-01 namespace.
 
 from __future__ import annotations
 
+import re
 import xml.etree.ElementTree as ET
 from collections.abc import Iterable
 from datetime import UTC, datetime
@@ -130,8 +131,18 @@ def timestamp(when: datetime) -> str:
     return when.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.") + f"{when.microsecond // 1000:03d}Z"
 
 
+# control characters a key may hold that XML text cannot carry as they are: a raw CR would be
+# read back as LF (XML's end-of-line handling), the others are not XML characters at all
+_CONTROL = re.compile(rb"[\x00-\x08\x0b-\x1f]")
+
+
 def render(element: ET.Element) -> bytes:
+    """The document with its declaration. Control characters in text are written as
+    character references, as S3 writes them (`&#13;` for CR, which every parser reads back
+    as CR; the others only clients that ask for `encoding-type=url` can read safely)."""
     body: bytes = ET.tostring(element, encoding="utf-8")
+    if _CONTROL.search(body):
+        body = _CONTROL.sub(lambda m: b"&#%d;" % m[0][0], body)
     return b'<?xml version="1.0" encoding="UTF-8"?>\n' + body
 
 
