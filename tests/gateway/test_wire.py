@@ -88,7 +88,7 @@ def test_signature_version_2_is_refused_clearly(s3: Any) -> None:
 def test_not_implemented_is_501_not_500(s3: Any, gateway: Any) -> None:
     s3.create_bucket(Bucket="photos")
     with pytest.raises(ClientError) as e:
-        s3.get_bucket_policy(Bucket="photos")
+        s3.put_bucket_policy(Bucket="photos", Policy='{"Version": "2012-10-17"}')
     assert code_of(e) == "NotImplemented"
     assert e.value.response["ResponseMetadata"]["HTTPStatusCode"] == 501
     with pytest.raises(ClientError) as e:
@@ -97,6 +97,49 @@ def test_not_implemented_is_501_not_500(s3: Any, gateway: Any) -> None:
             CORSConfiguration={"CORSRules": [{"AllowedMethods": ["GET"], "AllowedOrigins": ["*"]}]},
         )
     assert code_of(e) == "NotImplemented"
+
+
+@pytest.mark.parametrize(
+    ("call", "code"),
+    [
+        ("get_bucket_policy", "NoSuchBucketPolicy"),
+        ("get_bucket_policy_status", "NoSuchBucketPolicy"),
+        ("get_bucket_cors", "NoSuchCORSConfiguration"),
+        ("get_bucket_website", "NoSuchWebsiteConfiguration"),
+        ("get_bucket_encryption", "ServerSideEncryptionConfigurationNotFoundError"),
+        ("get_bucket_tagging", "NoSuchTagSet"),
+        ("get_bucket_replication", "ReplicationConfigurationNotFoundError"),
+        ("get_public_access_block", "NoSuchPublicAccessBlockConfiguration"),
+        ("get_bucket_ownership_controls", "OwnershipControlsNotFoundError"),
+    ],
+)
+def test_configurations_ripple_does_not_keep_read_as_absent(s3: Any, call: str, code: str) -> None:
+    """What S3 answers for a bucket without one: tools that read them before acting
+    (aws-cli, rclone, Terraform) see "none", not 501."""
+    s3.create_bucket(Bucket="photos")
+    with pytest.raises(ClientError) as e:
+        getattr(s3, call)(Bucket="photos")
+    assert (code_of(e), e.value.response["ResponseMetadata"]["HTTPStatusCode"]) == (code, 404)
+    with pytest.raises(ClientError) as e:
+        getattr(s3, call)(Bucket="nowhere")
+    assert code_of(e) == "NoSuchBucket"
+
+
+def test_configurations_answered_empty(s3: Any) -> None:
+    s3.create_bucket(Bucket="photos")
+    assert "LoggingEnabled" not in s3.get_bucket_logging(Bucket="photos")
+    assert "Status" not in s3.get_bucket_accelerate_configuration(Bucket="photos")
+    assert s3.get_bucket_request_payment(Bucket="photos")["Payer"] == "BucketOwner"
+    for delete in ("delete_bucket_policy", "delete_bucket_cors", "delete_bucket_tagging"):
+        answer = getattr(s3, delete)(Bucket="photos")
+        assert answer["ResponseMetadata"]["HTTPStatusCode"] == 204
+
+
+def test_methods_s3_does_not_have_are_405(gateway: Any) -> None:
+    for method in ("OPTIONS", "PATCH", "TRACE", "PROPFIND", "FOO"):
+        answer = httpx.request(method, gateway.url + "/photos/k")
+        assert answer.status_code == 405, method
+        assert error_of(answer)["Code"] == "MethodNotAllowed"
 
 
 def test_malformed_xml_is_refused_and_changes_nothing(s3: Any) -> None:

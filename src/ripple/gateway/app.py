@@ -125,8 +125,17 @@ def operation(
     return register
 
 
+S3_METHODS = frozenset(["GET", "HEAD", "PUT", "POST", "DELETE"])
+
+
 def route(req: S3Request) -> Operation:
     level = "service" if req.bucket is None else "bucket" if req.key is None else "object"
+    if req.method not in S3_METHODS:  # OPTIONS (no CORS here), PATCH, TRACE, PROPFIND, …
+        raise S3Error(
+            "MethodNotAllowed",
+            f"the specified method is not allowed against this resource: {req.method[:20]}",
+            extra={"Method": req.method[:20], "ResourceType": level.upper()},
+        )
     method = "GET" if req.method == "HEAD" and level == "service" else req.method
     present = [p for p in req.query if p in SUBRESOURCES]
     chosen = next((p for p in _SELECTION_ORDER if p in req.query), present[0] if present else "")
@@ -180,6 +189,7 @@ def error_response(
 def create_app(services: Services) -> Starlette:
     # the handler modules register their operations on import
     from ripple.gateway import (  # noqa: F401
+        absent_configurations,
         acl,
         buckets,
         copy_object,
@@ -223,8 +233,8 @@ def create_app(services: Services) -> Starlette:
                 await req.run(authenticate, req, anonymous=True)
                 try:
                     op = route(req)
-                except S3Error:
-                    if req.access_key is None:
+                except S3Error as e:
+                    if req.access_key is None and e.code != "MethodNotAllowed":
                         raise S3Error("AccessDenied", ANONYMOUS_DENIED) from None
                     raise
                 name = context.operation = op.name
