@@ -321,8 +321,16 @@ def test_a_body_refused_unread_is_answered_not_reset(
             501,
             "NotImplemented",
         ),
+        (b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n", 400, "BadRequest"),  # HTTP/2's preface
     ],
-    ids=["two-content-lengths", "nul-in-a-header", "bad-header-line", "bad-method", "gzip"],
+    ids=[
+        "two-content-lengths",
+        "nul-in-a-header",
+        "bad-header-line",
+        "bad-method",
+        "gzip",
+        "http2-preface",
+    ],
 )
 def test_what_h11_refuses_is_s3_error_xml(
     framed: Running, request_: bytes, status: int, code: str, logged: pytest.LogCaptureFixture

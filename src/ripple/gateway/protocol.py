@@ -145,6 +145,9 @@ def _too_large(size: str, limit: int) -> S3Error:
 def _check_head(event: h11.Request, limits: HttpLimits) -> S3Error | None:
     """The refusal a request head earns, or None. Sizes count names and values as sent,
     with 4 bytes for each line's separator and end."""
+    if event.http_version not in (b"1.0", b"1.1"):  # e.g. HTTP/2's preface, PRI * HTTP/2.0
+        version = event.http_version.decode("latin-1")[:10]
+        return S3Error("BadRequest", f"HTTP/{version} is not served here: use HTTP/1.1")
     size = len(event.method) + len(event.target) + 12  # "GET / HTTP/1.1\r\n"
     chunked = length = decoded = False
     for name, value in event.headers:
@@ -322,8 +325,12 @@ class S3Protocol(H11Protocol):
         self._unset_keepalive_if_required()
         if self._raw.is_closing():
             return
-        if self._raw.can_write_eof():
-            self._raw.write_eof()
+        try:
+            if self._raw.can_write_eof():
+                self._raw.write_eof()
+        except OSError:  # the client is gone already (ENOTCONN): nothing to linger for
+            self._raw.close()
+            return
         self._raw.resume_reading()
         self._linger_timer = self.loop.call_later(self.limits.linger_timeout, self._close_now)
 
