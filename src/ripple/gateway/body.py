@@ -73,32 +73,15 @@ def _checksum_names(
     return headers, trailers
 
 
-def _declared_length(req: S3Request, limit: int) -> int | None:
-    raw = req.header("content-length")
-    if not raw:
-        return None
+def _announced_length(raw: str, name: str, limit: int, malformed: str) -> int:
+    """A body length a header announces (`Content-Length`, `x-amz-decoded-content-length`):
+    text that is no number is `malformed` (an S3 error code), and more than `limit` is
+    `EntityTooLarge` before anything is read, however many digits it has."""
     try:
-        length = whole_number(raw, "Content-Length", most=MAX_DECLARED)
+        length = whole_number(raw, name, most=MAX_DECLARED)
     except NumberError as e:
         if not e.out_of_range:
-            raise S3Error("BadRequest", f"Content-Length {raw[:40]!r} is not a number") from None
-        length = MAX_DECLARED
-    if length > limit:
-        raise S3Error(
-            "EntityTooLarge",
-            f"your proposed upload of {length} bytes exceeds the maximum allowed size of {limit}",
-        )
-    return length
-
-
-def _decoded_length(raw: str, limit: int) -> int:
-    """`x-amz-decoded-content-length`: the body's length once its aws-chunked framing is
-    taken off; more than `limit` is `EntityTooLarge` before anything is read."""
-    try:
-        length = whole_number(raw, "x-amz-decoded-content-length", most=MAX_DECLARED)
-    except NumberError as e:
-        if not e.out_of_range:
-            raise S3Error("InvalidArgument", str(e)) from None
+            raise S3Error(malformed, f"{name} {raw[:40]!r} is not a number") from None
         length = MAX_DECLARED
     if length > limit:
         raise S3Error(
@@ -129,7 +112,8 @@ async def receive(
 
     `body_checksums=False`: the request's `x-amz-checksum-*` headers are about something
     else (CompleteMultipartUpload: the whole object), not this body."""
-    _declared_length(req, limit)
+    if req.header("content-length"):
+        _announced_length(req.header("content-length"), "Content-Length", limit, "BadRequest")
     expected_md5 = _content_md5(req)
     checksum_headers, trailer_names = _checksum_names(req, body_checksums=body_checksums)
     # checksums sent as headers; the chunked decoder checks those sent as trailers
@@ -142,7 +126,11 @@ async def receive(
         decoded = req.header("x-amz-decoded-content-length")
         decoder = ChunkedDecoder(
             req.signed,
-            decoded_length=_decoded_length(decoded, limit) if decoded else None,
+            decoded_length=(
+                _announced_length(decoded, "x-amz-decoded-content-length", limit, "InvalidArgument")
+                if decoded
+                else None
+            ),
             trailer_names=trailer_names,
         )
     size = 0
