@@ -4,7 +4,8 @@
   checks chunk signatures and returns trailing headers;
 - a signed SHA-256 payload hash is recomputed and compared (`XAmzContentSHA256Mismatch`);
 - `Content-MD5` is compared with the MD5 of what arrived (`InvalidDigest`, `BadDigest`);
-- `x-amz-checksum-*` values, as headers or trailers, are recomputed (`BadDigest`).
+- `x-amz-checksum-*` values, as headers or trailers, are recomputed (`BadDigest`); a body
+  comes with at most one, as S3 requires.
 Nothing is committed before all of these pass: the caller writes to a temporary file.
 """
 
@@ -70,6 +71,11 @@ def _checksum_names(
     for name in trailers:
         if not name.startswith(CHECKSUM_PREFIX):
             raise S3Error("InvalidRequest", f"unsupported trailer {name!r}: only x-amz-checksum-*")
+    if len(headers) + len(trailers) > 1:
+        raise S3Error(
+            "InvalidRequest",
+            "Expecting a single x-amz-checksum- header. Multiple checksum Types are not allowed.",
+        )
     return headers, trailers
 
 

@@ -8,6 +8,9 @@ version (its version ID: a versioned source cannot change under the copy). Tags 
 unless `x-amz-tagging-directive: REPLACE` sets those of `x-amz-tagging`. The one version
 ID that can name other data later is `null`: the metabase refuses the copy if the version
 it finds is not the stream whose data was copied, and the copy is made again.
+
+The copy keeps the source's additional checksum, unless `x-amz-checksum-algorithm` asks for
+another: then that algorithm's FULL_OBJECT checksum is computed as the bytes are copied.
 """
 
 from __future__ import annotations
@@ -25,6 +28,7 @@ from ripple.gateway.acl import acl_of
 from ripple.gateway.app import operation
 from ripple.gateway.auth import check_source_missing, check_source_read, source_owner
 from ripple.gateway.body import MAX_PUT_SIZE
+from ripple.gateway.checksums import FULL_OBJECT, Hasher, checksum_for, encode
 from ripple.gateway.data import DataWriter, ObjectData
 from ripple.gateway.errors import S3Error
 from ripple.gateway.get_object import check_conditions
@@ -37,9 +41,11 @@ from ripple.gateway.headers import (
     tagging_of,
     version_headers,
 )
+from ripple.gateway.object_checksums import add_elements, requested_algorithm
 from ripple.gateway.objects import free, write_condition
 from ripple.gateway.request import S3Request
 from ripple.metabase import (
+    Checksum,
     CopyResult,
     Object,
     ObjectLocation,
@@ -130,11 +136,22 @@ def source_headers(obj: Object) -> dict[str, str]:
     return {"x-amz-copy-source-version-id": obj.version_id}
 
 
-def write_range(data: ObjectData, obj: Object, writer: DataWriter, start: int, length: int) -> None:
-    """Write `length` bytes of a version's data from `start`; `FileNotFoundError` if its
-    file is gone (the version was deleted since it was read)."""
+def write_range(
+    data: ObjectData,
+    obj: Object,
+    writer: DataWriter,
+    start: int,
+    length: int,
+    checksum: Hasher | None = None,
+) -> None:
+    """Write `length` bytes of a version's data from `start` (through `checksum` too, if
+    any); `FileNotFoundError` if its file is gone (the version was deleted since it was
+    read)."""
     if obj.inline_data is not None:
-        writer.write(obj.inline_data[start : start + length])
+        chunk = obj.inline_data[start : start + length]
+        writer.write(chunk)
+        if checksum is not None:
+            checksum.update(chunk)
         return
     with data.open(obj.stream_id) as f:
         f.seek(start)
@@ -143,14 +160,18 @@ def write_range(data: ObjectData, obj: Object, writer: DataWriter, start: int, l
             if not chunk:
                 raise RuntimeError(f"the data of stream {obj.stream_id} is shorter than its size")
             writer.write(chunk)
+            if checksum is not None:
+                checksum.update(chunk)
             length -= len(chunk)
 
 
-def copy_file(data: ObjectData, obj: Object, stream_id: uuid.UUID) -> None:
+def copy_file(
+    data: ObjectData, obj: Object, stream_id: uuid.UUID, checksum: Hasher | None = None
+) -> None:
     """Copy the whole data of a version stored as a file to `stream_id`'s path."""
     writer = data.writer()
     try:
-        write_range(data, obj, writer, 0, obj.total_plain_size)
+        write_range(data, obj, writer, 0, obj.total_plain_size, checksum)
         writer.place(data.path_of(stream_id))
     except BaseException:
         writer.abort()
@@ -244,6 +265,7 @@ async def copy(req: S3Request) -> Response:
             "this copy request is illegal because it is trying to copy an object to itself "
             "without changing the object's metadata; use the REPLACE metadata directive",
         )
+    algorithm = requested_algorithm(req)
     condition = await write_condition(req, destination)
     data = req.services.data
     for attempt in range(1, ATTEMPTS + 1):
@@ -257,13 +279,19 @@ async def copy(req: S3Request) -> Response:
             )
         stream_id = new_stream_id()
         copied = obj.inline_data is None
+        hasher = None if algorithm is None else checksum_for(algorithm)
         if copied:
             try:
-                await req.run(copy_file, data, obj, stream_id)
+                await req.run(copy_file, data, obj, stream_id, hasher)
             except FileNotFoundError:  # deleted since it was resolved: resolve again
                 if last:
                     raise _changing() from None
                 continue
+        elif hasher is not None and obj.inline_data is not None:
+            hasher.update(obj.inline_data)  # the metabase copies exactly this version's
+        checksum = None
+        if algorithm is not None and hasher is not None:
+            checksum = Checksum(algorithm, FULL_OBJECT, encode(hasher.digest()))
         try:
             result = await req.run(
                 copy_object,
@@ -281,6 +309,7 @@ async def copy(req: S3Request) -> Response:
                 stream_id=stream_id,
                 source_stream_id=obj.stream_id,
                 acl=acl,
+                checksum=checksum,
                 condition=condition,
                 tag=req.context.tag("copy"),
             )
@@ -317,5 +346,6 @@ def _answer(result: CopyResult) -> Response:
     root = xml.document("CopyObjectResult")
     xml.add(root, "LastModified", result.object.created_at)
     xml.add(root, "ETag", quoted(result.object.etag))
+    add_elements(root, result.object.checksum)
     headers = {**version_headers(result.object), **source_headers(result.source)}
     return xml.response(root, headers=headers)

@@ -1,6 +1,7 @@
 """GetObject and HeadObject on the wire: a version (latest or by versionId), one byte range
-or one part (`partNumber`), the four conditional headers, and the `response-*` query
-overrides of response headers.
+or one part (`partNumber`), the four conditional headers, the `response-*` query
+overrides of response headers, and the version's (or part's) additional checksum with
+`x-amz-checksum-mode: ENABLED` (never for a byte range).
 
 A non-owner's read (an ACL let it in) is answered only if the version actually resolved
 grants it READ: an overwrite after `grant_access` judged the ACL may have made it private.
@@ -21,6 +22,7 @@ from ripple.gateway.app import operation
 from ripple.gateway.auth import check_missing, check_served
 from ripple.gateway.errors import S3Error
 from ripple.gateway.headers import object_headers, parse_http_date
+from ripple.gateway.object_checksums import shown_headers
 from ripple.gateway.request import S3Request, query_number
 from ripple.metabase import Object, etag_matches, get_object
 from ripple.metabase.errors import MethodNotAllowed, ObjectNotFound
@@ -201,8 +203,12 @@ async def _answer(req: S3Request, head: bool) -> Response:
             span = part_range(req, obj)
             if obj.part_sizes:
                 headers["x-amz-mp-parts-count"] = str(len(obj.part_sizes))
+            number = query_number(req, "partNumber", least=1, most=MAX_PART_NUMBER)
+            headers.update(shown_headers(req, obj.checksum, number))
         else:
             span = byte_range(req.header("range"), size) if req.header("range") else None
+            if not req.header("range"):
+                headers.update(shown_headers(req, obj.checksum, None))
         start, length, status = 0, size, 200
         if span is not None:
             start, length, status = span[0], span[1] - span[0] + 1, 206

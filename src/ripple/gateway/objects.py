@@ -2,7 +2,8 @@
 
 PutObject streams the body into a temporary file (or memory, for objects small enough to
 live in their metabase row), checks every digest the client sent, moves the file under its
-new stream id, then commits the version in one metabase transaction. The data of versions
+new stream id, then commits the version in one metabase transaction, with the additional
+checksum it was verified against (`object_checksums`). The data of versions
 the commit replaced, and of versions a delete removed, is removed only after the commit.
 """
 
@@ -23,6 +24,7 @@ from ripple.gateway.headers import (
     tagging_of,
     version_headers,
 )
+from ripple.gateway.object_checksums import of_received, response_headers
 from ripple.gateway.request import S3Request, header_number
 from ripple.metabase import (
     Object,
@@ -107,6 +109,7 @@ async def put(req: S3Request) -> Response:
     spool = Spool(data, req.services.inline_limit)
     try:
         received = await receive(req, spool.write)
+        checksum = of_received(received)
         if spool.writer is not None:
             await req.run(spool.writer.place, data.path_of(stream_id))
     except BaseException:
@@ -127,6 +130,7 @@ async def put(req: S3Request) -> Response:
             inline_data=spool.inline,
             tags=tags,
             acl=acl,
+            checksum=checksum,
             condition=condition,
             tag=req.context.tag("put"),
         )
@@ -138,7 +142,7 @@ async def put(req: S3Request) -> Response:
     headers = {
         "etag": quoted(result.object.etag),
         **version_headers(result.object),
-        **checksum_headers(received),
+        **response_headers(checksum),
     }
     return Response(status_code=200, headers=headers)
 
