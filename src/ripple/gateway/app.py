@@ -192,6 +192,7 @@ def create_app(services: Services) -> Starlette:
         absent_configurations,
         acl,
         buckets,
+        complete_multipart,
         copy_object,
         delete_objects,
         get_object,

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 
 from starlette.concurrency import run_in_threadpool
 
-from ripple.gateway.checksums import NOT_CHECKSUMS, Checksums
+from ripple.gateway.checksums import NOT_CHECKSUMS, Checksums, header_of
 from ripple.gateway.chunked import ChunkedDecoder
 from ripple.gateway.errors import S3Error
 from ripple.gateway.request import S3Request
@@ -113,17 +113,23 @@ async def receive(
     *,
     limit: int = MAX_PUT_SIZE,
     body_checksums: bool = True,
+    compute: str | None = None,
 ) -> Received:
     """Stream the request body into `sink`, then check every digest the client sent.
 
     `body_checksums=False`: the request's `x-amz-checksum-*` headers are about something
-    else (CompleteMultipartUpload: the whole object), not this body."""
+    else (CompleteMultipartUpload: the whole object), not this body. `compute`: an
+    algorithm whose checksum the caller needs even when the client sent none ('SHA256');
+    it is in `Received.checksums` either way."""
     if req.header("content-length"):
         _announced_length(req.header("content-length"), "Content-Length", limit, "BadRequest")
     expected_md5 = _content_md5(req)
     checksum_headers, trailer_names = _checksum_names(req, body_checksums=body_checksums)
     # checksums sent as headers; the chunked decoder checks those sent as trailers
     sums = Checksums(checksum_headers)
+    extra = None
+    if compute is not None and header_of(compute) not in [*checksum_headers, *trailer_names]:
+        extra = Checksums([compute])
     md5 = hashlib.md5(usedforsecurity=False)
     payload_hash = req.signed.payload_hash if req.signed else req.header("x-amz-content-sha256")
     sha256 = hashlib.sha256() if _is_hex_sha256(payload_hash) else None
@@ -152,6 +158,8 @@ async def receive(
             )
         md5.update(data)
         sums.update(data)
+        if extra is not None:
+            extra.update(data)
         sink(data)
 
     def process(chunks: list[bytes]) -> None:
@@ -181,7 +189,8 @@ async def receive(
     if expected_md5 is not None and expected_md5 != md5.digest():
         raise S3Error("BadDigest", "the Content-MD5 you specified did not match what we received")
     sums.verify(checksum_headers)
-    return Received(size, md5.digest(), {**checksum_headers, **trailers})
+    computed = extra.digests() if extra is not None else {}
+    return Received(size, md5.digest(), {**checksum_headers, **trailers, **computed})
 
 
 def _is_hex_sha256(value: str) -> bool:

@@ -218,23 +218,27 @@ def _unsatisfiable(header: str, size: int) -> S3Error:
     )
 
 
-async def copy_part_data(req: S3Request, data: ObjectData) -> tuple[Object, DataWriter]:
-    """UploadPartCopy's data: the source version, and a writer holding the range of it the
-    request asks for, for the caller to place as the part (or abort)."""
+async def copy_part_data(
+    req: S3Request, data: ObjectData, algorithm: str | None = None
+) -> tuple[Object, DataWriter, bytes]:
+    """UploadPartCopy's data: the source version, a writer holding the range of it the
+    request asks for, for the caller to place as the part (or abort), and that range's
+    checksum in `algorithm` (b"" without one)."""
     source = await copy_source(req)
     for _ in range(ATTEMPTS):
         obj = await resolve_source(req, source)
         start, length = copy_range(req.header("x-amz-copy-source-range"), obj.total_plain_size)
         writer = data.writer()
+        checksum = None if algorithm is None else checksum_for(algorithm)
         try:
-            await req.run(write_range, data, obj, writer, start, length)
+            await req.run(write_range, data, obj, writer, start, length, checksum)
         except FileNotFoundError:  # the version was deleted since it was resolved
             writer.abort()
             continue
         except BaseException:
             writer.abort()
             raise
-        return obj, writer
+        return obj, writer, b"" if checksum is None else checksum.digest()
     raise _changing()
 
 

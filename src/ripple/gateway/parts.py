@@ -1,10 +1,13 @@
 """The parts of multipart uploads on the filesystem, until the upload completes or is
-aborted: `objects/parts/<upload>/<part number>.<MD5 hex>`.
+aborted: `objects/parts/<upload>/<part number>.<MD5 hex>`, or
+`<part number>.<MD5 hex>.<checksum hex>` for an upload that declared a checksum algorithm
+(the part's checksum in that algorithm).
 
-A part's data and ETag arrive in one rename (`DataWriter.place`), so a crash leaves either
-the whole part or none of it; size and LastModified are the file's. A part uploaded again
-replaces the older file (of two racing uploads of one part, the newer file stays). The
-completes of one upload queue on a lock file in its parts directory (`lock_upload`).
+A part's data, ETag and checksum arrive in one rename (`DataWriter.place`), so a crash
+leaves either the whole part or none of it; size and LastModified are the file's. A part
+uploaded again replaces the older file (of two racing uploads of one part, the newer file
+stays). The completes of one upload queue on a lock file in its parts directory
+(`lock_upload`).
 """
 
 from __future__ import annotations
@@ -30,6 +33,7 @@ class Part:
     size: int
     modified_ns: int
     path: Path
+    checksum: bytes = b""  # in the algorithm the upload declared (none: b"")
 
     @property
     def rank(self) -> tuple[int, str]:
@@ -37,9 +41,12 @@ class Part:
         return self.modified_ns, self.path.name
 
 
-def part_file(data: ObjectData, upload: uuid.UUID, number: int, etag: str) -> Path:
+def part_file(
+    data: ObjectData, upload: uuid.UUID, number: int, etag: str, checksum: bytes = b""
+) -> Path:
     path = data.part_path(upload, number)
-    return path.with_name(f"{path.name}.{etag}")
+    name = f"{path.name}.{etag}" + (f".{checksum.hex()}" if checksum else "")
+    return path.with_name(name)
 
 
 def stored_parts(data: ObjectData, upload: uuid.UUID) -> dict[int, Part]:
@@ -50,18 +57,30 @@ def stored_parts(data: ObjectData, upload: uuid.UUID) -> dict[int, Part]:
     except FileNotFoundError:
         return found
     for entry in entries:
-        number, dot, etag = entry.name.partition(".")
-        if not dot or not number.isdigit() or len(etag) != 32:
+        number, dot, rest = entry.name.partition(".")
+        etag, _, checksum = rest.partition(".")
+        if not dot or not number.isdigit() or len(etag) != 32 or not _is_hex(checksum):
             continue  # the lock file, or a stray
         try:
             stat = entry.stat()
         except FileNotFoundError:
             continue  # replaced meanwhile
-        part = Part(int(number), etag, stat.st_size, stat.st_mtime_ns, Path(entry.path))
+        part = Part(
+            int(number),
+            etag,
+            stat.st_size,
+            stat.st_mtime_ns,
+            Path(entry.path),
+            bytes.fromhex(checksum),
+        )
         current = found.get(part.number)
         if current is None or part.rank > current.rank:
             found[part.number] = part
     return found
+
+
+def _is_hex(text: str) -> bool:
+    return len(text) % 2 == 0 and all(c in "0123456789abcdef" for c in text)
 
 
 def drop_older(path: Path) -> None:

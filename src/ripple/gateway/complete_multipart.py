@@ -1,0 +1,175 @@
+"""CompleteMultipartUpload on the wire: the parts a document names become the object.
+
+The parts (`ripple.gateway.parts`) must be those the document names, with their ETags (and,
+for an upload that declared a checksum algorithm, their checksums: `object_checksums`),
+every one but the last at least 5 MiB. Completing concatenates them into the file of the
+upload's own stream id and commits the row with the part sizes and the object's checksum.
+Completes of one upload queue on a lock file in its parts directory, so a repeated
+complete finds the upload gone rather than removing the data the first committed, and
+answers what the first did (the committed version keeps the upload's stream id); one whose
+commit fails (the upload was aborted meanwhile) removes its file.
+"""
+
+from __future__ import annotations
+
+import uuid
+from urllib.parse import quote
+
+from starlette.responses import Response
+
+from ripple.gateway import xml
+from ripple.gateway.app import operation
+from ripple.gateway.body import read_document
+from ripple.gateway.errors import S3Error
+from ripple.gateway.get_object import MAX_PART_NUMBER
+from ripple.gateway.headers import quoted, version_headers
+from ripple.gateway.multipart import upload_id_of
+from ripple.gateway.object_checksums import add_elements, completed, listed_checksums
+from ripple.gateway.objects import free, write_condition
+from ripple.gateway.parts import Part, lock_upload, multipart_etag, stored_parts
+from ripple.gateway.request import S3Request
+from ripple.metabase import Object, commit_object
+from ripple.metabase.errors import MetabaseError, PendingObjectNotFound
+from ripple.metabase.uploads import completed_upload, get_upload
+
+MIN_PART_SIZE = 5 * 1024 * 1024  # every part but the last
+
+
+def _requested_parts(body: bytes) -> list[tuple[int, str, dict[str, str]]]:
+    """(number, ETag, checksums by algorithm) of the parts a CompleteMultipartUpload names,
+    in strictly ascending order (else `InvalidPartOrder`)."""
+    root = xml.parse(body, root="CompleteMultipartUpload")
+    parts: list[tuple[int, str, dict[str, str]]] = []
+    for element in root.findall("Part"):
+        number = xml.number(element, "PartNumber", least=1, most=MAX_PART_NUMBER)
+        etag = xml.text(element, "ETag", "")
+        if number is None or not etag:
+            raise S3Error("MalformedXML", "each Part needs a PartNumber and an ETag")
+        if parts and number <= parts[-1][0]:
+            raise S3Error(
+                "InvalidPartOrder", "the list of parts was not in ascending order by part number"
+            )
+        parts.append((number, etag.strip('"').lower(), listed_checksums(element)))
+    if not parts:
+        raise S3Error("MalformedXML", "a CompleteMultipartUpload must name at least one part")
+    return parts
+
+
+def _chosen_parts(
+    wanted: list[tuple[int, str, dict[str, str]]], stored: dict[int, Part]
+) -> list[Part]:
+    chosen: list[Part] = []
+    for number, etag, _ in wanted:
+        part = stored.get(number)
+        if part is None or part.etag != etag:
+            raise _invalid_part(number)
+        chosen.append(part)
+    for part in chosen[:-1]:
+        if part.size < MIN_PART_SIZE:
+            raise S3Error(
+                "EntityTooSmall",
+                f"part {part.number} is {part.size} bytes: every part but the last must be "
+                f"at least {MIN_PART_SIZE}",
+                extra={"ProposedSize": str(part.size), "MinSizeAllowed": str(MIN_PART_SIZE)},
+            )
+    return chosen
+
+
+def _invalid_part(number: int) -> S3Error:
+    return S3Error(
+        "InvalidPart",
+        f"part {number} could not be found: it was not uploaded, or its entity tag does not "
+        "match the one given",
+    )
+
+
+@operation("POST", "object", "uploadId", "CompleteMultipartUpload", "write")
+async def complete(req: S3Request) -> Response:
+    upload, loc, data = upload_id_of(req), req.object_location, req.services.data
+    try:
+        await req.run(get_upload, req.db, loc, upload)
+    except PendingObjectNotFound:
+        return await _completed_before(req, upload)
+    condition = await write_condition(req, loc)
+    # its x-amz-checksum-* headers are the whole object's, not the document's
+    document = await read_document(req, xml.MAX_XML_BYTES, body_checksums=False)
+    wanted = _requested_parts(document)
+    lock = await req.run(lock_upload, data, upload)
+    if lock is None:
+        try:
+            await req.run(get_upload, req.db, loc, upload)
+        except PendingObjectNotFound:
+            return await _completed_before(req, upload, document_read=True)
+        raise _invalid_part(wanted[0][0])
+    try:
+        # under the lock: a complete that held it before us has committed the upload
+        try:
+            pending = await req.run(get_upload, req.db, loc, upload)
+        except PendingObjectNotFound:
+            return await _completed_before(req, upload, document_read=True)
+        parts = _chosen_parts(wanted, await req.run(stored_parts, data, upload))
+        checksum = completed(req, pending.checksum, parts, [sums for _, _, sums in wanted])
+        writer = data.writer()
+        try:
+            await req.run(data.concatenate, [p.path for p in parts], writer)
+            await req.run(writer.place, data.path_of(upload))
+        except FileNotFoundError:  # a part was replaced, or the upload aborted, meanwhile
+            writer.abort()
+            await req.run(get_upload, req.db, loc, upload)
+            raise _invalid_part(wanted[0][0]) from None
+        except BaseException:
+            writer.abort()
+            raise
+        etag = multipart_etag(parts)
+        try:
+            result = await req.run(
+                commit_object,
+                req.db,
+                pending,
+                size=writer.size,
+                etag=etag,
+                content_type=pending.content_type,
+                user_metadata=pending.user_metadata,
+                retention=pending.retention,
+                legal_hold=pending.legal_hold,
+                part_sizes=[p.size for p in parts],
+                checksum=checksum,
+                condition=condition,
+                tag=req.context.tag("complete-multipart-upload", etag=etag),
+            )
+        except MetabaseError:  # aborted meanwhile, or a conditional write lost a race
+            await req.run(data.remove, [upload])
+            raise
+        await req.run(data.remove_parts, upload)
+    finally:
+        lock.close()  # releases the lock
+    free(req, result.removed)
+    return _completion(req, result.object)
+
+
+async def _completed_before(
+    req: S3Request, upload: uuid.UUID, *, document_read: bool = False
+) -> Response:
+    """A complete of an upload that is no longer in progress: if it was completed and the
+    key still holds that version, the same answer again (S3 does, for retries); otherwise
+    `NoSuchUpload`. A document not yet read is read and checked as for a first complete."""
+    completed = await req.run(completed_upload, req.db, req.object_location, upload)
+    if not document_read:
+        _requested_parts(await read_document(req, xml.MAX_XML_BYTES, body_checksums=False))
+    return _completion(req, completed)
+
+
+def _completion(req: S3Request, obj: Object) -> Response:
+    root = xml.document("CompleteMultipartUploadResult")
+    location = str(req.http.base_url) + quote(f"{req.bucket}/{req.key}", safe="/")
+    xml.add_all(
+        root,
+        [
+            ("Location", location),
+            ("Bucket", req.bucket),
+            ("Key", req.key),
+            ("ETag", quoted(obj.etag)),
+        ],
+    )
+    add_elements(root, obj.checksum)
+    return xml.response(root, headers=version_headers(obj))
