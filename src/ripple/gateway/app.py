@@ -200,6 +200,7 @@ def create_app(services: Services) -> Starlette:
         listing,
         multipart,
         notifications,
+        object_attributes,
         object_lock,
         object_tagging,
         objects,

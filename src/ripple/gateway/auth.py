@@ -65,6 +65,7 @@ BUCKET_PERMISSIONS = {
 OBJECT_PERMISSIONS = {
     "GetObject": READ,
     "HeadObject": READ,
+    "GetObjectAttributes": READ,
     "GetObjectAcl": READ_ACP,
     "PutObjectAcl": WRITE_ACP,
 }
