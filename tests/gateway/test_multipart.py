@@ -306,10 +306,27 @@ def test_parts_out_of_order(s3: Any, three: list[bytes]) -> None:
         _complete(s3, "bkt", "k", upload_id, [parts[1], parts[0], parts[2]])
     assert _code(info) == "InvalidPartOrder"
     with pytest.raises(ClientError) as info:
-        _complete(s3, "bkt", "k", upload_id, [parts[0], parts[0]])
+        _complete(s3, "bkt", "k", upload_id, [parts[0], parts[2], parts[1]])
     assert _code(info) == "InvalidPartOrder"
     # the upload is still there to complete properly
     assert len(s3.list_parts(Bucket="bkt", Key="k", UploadId=upload_id)["Parts"]) == 3
+
+
+def test_a_part_listed_twice_counts_once_as_its_last_listing(s3: Any) -> None:
+    """A client that uploaded part 1 again while its first upload was running lists both
+    ETags; the part holds the later upload, which is the one the last listing names."""
+    s3.create_bucket(Bucket="bkt")
+    upload_id = _upload(s3, "bkt", "k", [b"first"])
+    again = s3.upload_part(Bucket="bkt", Key="k", UploadId=upload_id, PartNumber=1, Body=b"again")
+    done = _complete(s3, "bkt", "k", upload_id, [(1, f'"{_md5(b"first")}"'), (1, again["ETag"])])
+    assert done["ETag"] == _multipart_etag([b"again"])
+    assert s3.get_object(Bucket="bkt", Key="k")["Body"].read() == b"again"
+    # listed the other way round, the last listing names an upload the part no longer holds
+    upload_id = _upload(s3, "bkt", "j", [b"first"])
+    again = s3.upload_part(Bucket="bkt", Key="j", UploadId=upload_id, PartNumber=1, Body=b"again")
+    with pytest.raises(ClientError) as info:
+        _complete(s3, "bkt", "j", upload_id, [(1, again["ETag"]), (1, f'"{_md5(b"first")}"')])
+    assert _code(info) == "InvalidPart"
 
 
 def test_wrong_or_missing_part(s3: Any, three: list[bytes]) -> None:

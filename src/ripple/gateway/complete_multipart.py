@@ -37,7 +37,9 @@ MIN_PART_SIZE = 5 * 1024 * 1024  # every part but the last
 
 def _requested_parts(body: bytes) -> list[tuple[int, str, dict[str, str]]]:
     """(number, ETag, checksums by algorithm) of the parts a CompleteMultipartUpload names,
-    in strictly ascending order (else `InvalidPartOrder`)."""
+    in ascending order (else `InvalidPartOrder`). A part listed twice in a row (a client
+    that uploaded it again while the first upload was still running) counts once, as its
+    last listing: the upload it names is the one the part now holds."""
     root = xml.parse(body, root="CompleteMultipartUpload")
     parts: list[tuple[int, str, dict[str, str]]] = []
     for element in root.findall("Part"):
@@ -45,10 +47,12 @@ def _requested_parts(body: bytes) -> list[tuple[int, str, dict[str, str]]]:
         etag = xml.text(element, "ETag", "")
         if number is None or not etag:
             raise S3Error("MalformedXML", "each Part needs a PartNumber and an ETag")
-        if parts and number <= parts[-1][0]:
+        if parts and number < parts[-1][0]:
             raise S3Error(
                 "InvalidPartOrder", "the list of parts was not in ascending order by part number"
             )
+        if parts and number == parts[-1][0]:
+            parts.pop()
         parts.append((number, etag.strip('"').lower(), listed_checksums(element)))
     if not parts:
         raise S3Error("MalformedXML", "a CompleteMultipartUpload must name at least one part")
