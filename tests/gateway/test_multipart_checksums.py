@@ -175,6 +175,8 @@ def test_what_create_refuses(bkt: Any, gateway: Running) -> None:
 
     refused = (400, "InvalidRequest")
     assert create({"x-amz-checksum-algorithm": "MD4"}) == refused
+    assert create({"x-amz-checksum-algorithm": ""}) == refused  # empty is not absent
+    assert create({"x-amz-checksum-algorithm": "SHA1", "x-amz-checksum-type": ""}) == refused
     assert create({"x-amz-checksum-type": "COMPOSITE"}) == refused  # no algorithm
     assert create({"x-amz-checksum-algorithm": "SHA1", "x-amz-checksum-type": "WHOLE"}) == refused
     assert (

@@ -73,10 +73,9 @@ def add_elements(parent: Element, checksum: Checksum | None, *, algorithm: bool 
 
 def checksum_mode(req: S3Request) -> bool:
     """Whether GET / HEAD asked for the checksum (`x-amz-checksum-mode: ENABLED`)."""
-    mode = req.header("x-amz-checksum-mode")
-    if not mode:
+    if "x-amz-checksum-mode" not in req.http.headers:
         return False
-    if mode.upper() != "ENABLED":
+    if req.header("x-amz-checksum-mode").upper() != "ENABLED":
         raise S3Error("InvalidRequest", "Value for x-amz-checksum-mode header is invalid.")
     return True
 
@@ -106,11 +105,12 @@ def declared(req: S3Request) -> Checksum | None:
     `x-amz-checksum-type`); a type without an algorithm, or one the algorithm cannot make
     (SHA-1 and SHA-256 are COMPOSITE only, CRC64NVME FULL_OBJECT only), is refused."""
     kind = req.header("x-amz-checksum-type")
-    if kind and kind.upper() not in TYPES:
+    given = "x-amz-checksum-type" in req.http.headers
+    if given and kind.upper() not in TYPES:  # an empty one too
         raise S3Error("InvalidRequest", "Value for x-amz-checksum-type header is invalid.")
     algorithm = requested_algorithm(req)
     if algorithm is None:
-        if kind:
+        if given:
             raise S3Error(
                 "InvalidRequest",
                 "The x-amz-checksum-type header can only be used with the "
@@ -132,10 +132,10 @@ def declared(req: S3Request) -> Checksum | None:
 
 def requested_algorithm(req: S3Request) -> str | None:
     """The algorithm `x-amz-checksum-algorithm` names (CreateMultipartUpload, CopyObject),
-    as S3 names it ('SHA256'); one ripple does not support is refused."""
-    name = req.header("x-amz-checksum-algorithm")
-    if not name:
+    as S3 names it ('SHA256'); one ripple does not support (an empty one too) is refused."""
+    if "x-amz-checksum-algorithm" not in req.http.headers:
         return None
+    name = req.header("x-amz-checksum-algorithm")
     if name.upper() not in ALGORITHMS:
         raise S3Error(
             "InvalidRequest",
@@ -194,8 +194,8 @@ def completed(
                 raise _invalid_part(part.number, "it carries a checksum the upload did not declare")
         return None
     algorithm, kind = upload.algorithm, upload.type
-    asked = req.header("x-amz-checksum-type")
-    if asked and asked.upper() != kind:
+    asked = req.http.headers.get("x-amz-checksum-type")
+    if asked is not None and asked.upper() != kind:
         raise S3Error(
             "InvalidRequest",
             f"The upload was created using the {kind} checksum mode. The complete request "
