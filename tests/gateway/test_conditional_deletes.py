@@ -185,10 +185,61 @@ def test_conditions_that_are_not_values_are_refused(
         ("x-amz-if-match-size", "-1"),
         ("x-amz-if-match-size", "9" * 5000),
         ("x-amz-if-match-last-modified-time", "yesterday"),
+        ("x-amz-if-match-last-modified-time", "Fri, 31 Dec 9999 23:59:59 -0100"),
     ):
         answer = raw_request(gateway, "DELETE", "/bkt/k", headers={header: value})
         assert (answer.status_code, error_code(answer)) == (400, "InvalidArgument"), header
     body = b"<Delete><Object><Key>k</Key><Size>x</Size></Object></Delete>"
     answer = raw_request(gateway, "POST", "/bkt", {"delete": ""}, body, content_md5=True)
     assert (answer.status_code, error_code(answer)) == (400, "MalformedXML")
+    late = b"<LastModifiedTime>Fri, 31 Dec 9999 23:59:59 -0100</LastModifiedTime>"
+    body = b"<Delete><Object><Key>k</Key>" + late + b"</Object></Delete>"
+    answer = raw_request(gateway, "POST", "/bkt", {"delete": ""}, body, content_md5=True)
+    assert (answer.status_code, error_code(answer)) == (400, "InvalidArgument")
     assert keys(s3) == ["k"]
+
+
+def test_a_condition_after_an_item_that_deleted_the_latest_version_is_refused(
+    s3: Any, versioned: dict[str, Any]
+) -> None:
+    """The request reads each key's latest version once: once an earlier item deletes it,
+    what is latest was never read, so the condition cannot be judged and the item is
+    refused (InvalidRequest) rather than judged against nothing."""
+    older = versioned["version"]
+    newer = s3.put_object(Bucket="bkt", Key="k", Body=b"newer")["VersionId"]
+    answer = s3.delete_objects(
+        Bucket="bkt",
+        Delete={"Objects": [{"Key": "k", "VersionId": newer}, {"Key": "k", "ETag": '"0000"'}]},
+    )
+    assert [d["VersionId"] for d in answer["Deleted"]] == [newer]
+    assert [(e["Key"], e["Code"]) for e in answer["Errors"]] == [("k", "InvalidRequest")]
+    versions = s3.list_object_versions(Bucket="bkt")
+    assert [v["VersionId"] for v in versions["Versions"]] == [older]
+    assert "DeleteMarkers" not in versions  # the refused item made no marker
+
+
+def test_conditions_are_the_bucket_owners(s3: Any, gateway: Any) -> None:
+    """A project the bucket's ACL lets write and delete, and anyone on a public-read-write
+    bucket, may not send conditions: the answers would tell what a key holds, which only
+    READ may learn."""
+    from tests.gateway.test_acl import anonymous, second_user
+
+    s3.create_bucket(Bucket="bkt", ACL="public-read-write")
+    etag = s3.put_object(Bucket="bkt", Key="k", Body=b"private")["ETag"]
+    _, bob = second_user(gateway)
+    for client in (bob, anonymous(gateway)):
+        for call in (
+            lambda c: c.put_object(Bucket="bkt", Key="k", Body=b"x", IfNoneMatch=etag),
+            lambda c: c.put_object(Bucket="bkt", Key="new", Body=b"x", IfMatch="*"),
+            lambda c: c.delete_object(Bucket="bkt", Key="k", IfMatchSize=7),
+        ):
+            with pytest.raises(ClientError) as caught:
+                call(client)
+            assert failure(caught) == (403, "AccessDenied")
+        bulk = client.delete_objects(Bucket="bkt", Delete={"Objects": [{"Key": "k", "ETag": etag}]})
+        assert [e["Code"] for e in bulk["Errors"]] == ["AccessDenied"]
+    assert keys(s3) == ["k"]
+    assert s3.get_object(Bucket="bkt", Key="k")["Body"].read() == b"private"
+    # without conditions they may still write and delete, as the ACL allows
+    bob.put_object(Bucket="bkt", Key="bobs", Body=b"x")
+    assert keys(s3) == ["bobs", "k"]

@@ -22,7 +22,8 @@ from starlette.responses import Response
 
 from ripple.gateway import xml
 from ripple.gateway.app import operation
-from ripple.gateway.body import CHECKSUM_PREFIX, read_document
+from ripple.gateway.body import read_document
+from ripple.gateway.checksums import CHECKSUM_PREFIX
 from ripple.gateway.errors import S3Error
 from ripple.gateway.headers import condition_time
 from ripple.gateway.objects import MAX_SIZE, free
@@ -130,8 +131,9 @@ async def delete_many(req: S3Request) -> Response:
 
 def _may_delete(req: S3Request, item: DeleteObjectsItem) -> bool:
     """The access key may delete the key, and a version only the bucket owner may delete
-    (S3's s3:DeleteObjectVersion, which no ACL grants)."""
-    if req.cross_project and item.version_id is not None:
+    (S3's s3:DeleteObjectVersion, which no ACL grants); so is a conditional item (its
+    answer would tell what the key holds: `objects.owner_only_conditions`)."""
+    if req.cross_project and (item.version_id is not None or item.condition is not None):
         return False
     key = req.access_key  # None: anonymous, which the bucket ACL allowed
     return key is None or key.permits("delete", req.bucket, item.key)
@@ -140,6 +142,8 @@ def _may_delete(req: S3Request, item: DeleteObjectsItem) -> bool:
 def _why(req: S3Request, item: DeleteObjectsItem) -> str:
     if req.cross_project and item.version_id is not None:
         return "Access Denied: only the bucket owner may delete a specific version"
+    if req.cross_project and item.condition is not None:
+        return "Access Denied: only the bucket owner may send a conditional delete"
     return "Access Denied: this access key may not delete this key"
 
 

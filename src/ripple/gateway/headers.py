@@ -153,15 +153,17 @@ def condition_time(value: str, what: str) -> datetime:
     """A time a conditional request compares with a last-modified time: an HTTP date (what
     SDKs send, also in XML) or ISO 8601; anything else is `InvalidArgument`."""
     parsed = parse_http_date(value)
-    return parsed.astimezone(UTC) if parsed is not None else parse_timestamp(value, what)
+    return parsed if parsed is not None else parse_timestamp(value, what)
 
 
 def parse_http_date(value: str) -> datetime | None:
+    """An HTTP date in UTC; None for one that is not, or that its zone moves past the range
+    of times there are (`Fri, 31 Dec 9999 23:59:59 -0100`)."""
     try:
         parsed = parsedate_to_datetime(value)
-    except (TypeError, ValueError):
+        return parsed.astimezone(UTC) if parsed.tzinfo else parsed.replace(tzinfo=UTC)
+    except (TypeError, ValueError, OverflowError):
         return None
-    return parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC)
 
 
 def http_date(when: datetime) -> str:

@@ -15,6 +15,7 @@ from ripple.gateway.acl import acl_of
 from ripple.gateway.app import operation
 from ripple.gateway.body import Received, receive, require_length
 from ripple.gateway.data import DataWriter, ObjectData
+from ripple.gateway.errors import S3Error
 from ripple.gateway.headers import (
     condition_time,
     content_type_of,
@@ -39,8 +40,9 @@ from ripple.metabase.delete_condition import DeleteCondition
 from ripple.metabase.errors import MetabaseError
 from ripple.metabase.put_object import put_object
 from ripple.metabase.rows import new_stream_id
+from ripple.numbers import INT64_MAX
 
-MAX_SIZE = 2**63 - 1  # a size any object could have
+MAX_SIZE = INT64_MAX  # a size any object could have
 
 
 def free(req: S3Request, removed: list[Object]) -> None:
@@ -90,8 +92,21 @@ async def write_condition(req: S3Request, loc: ObjectLocation) -> WriteCondition
     on no object); the commit judges it again (409 ConditionalRequestConflict)."""
     condition = WriteCondition(req.header("if-match"), req.header("if-none-match"))
     if condition:
+        owner_only_conditions(req)
         await req.run(check_write_condition, req.db, loc, condition)
     return condition
+
+
+def owner_only_conditions(req: S3Request) -> None:
+    """Conditional writes and deletes are the bucket owner's: judging one for another
+    project, or anyone, would tell a requester that may only write (or delete) whether a
+    key exists and what it holds, an answer a read permission guards."""
+    if req.cross_project:
+        raise S3Error(
+            "AccessDenied",
+            f"only the owner of bucket {req.bucket!r} may send conditional writes or deletes",
+            resource=req.resource,
+        )
 
 
 @operation("PUT", "object", "", "PutObject", "write")
@@ -151,7 +166,7 @@ def delete_condition(req: S3Request) -> DeleteCondition:
     """A conditional DeleteObject's `If-Match`, `x-amz-if-match-last-modified-time` and
     `x-amz-if-match-size`, judged by the metabase against what the delete acts on."""
     when = req.header("x-amz-if-match-last-modified-time")
-    return DeleteCondition(
+    condition = DeleteCondition(
         if_match=req.header("if-match"),
         last_modified=condition_time(when, "x-amz-if-match-last-modified-time") if when else None,
         size=(
@@ -160,6 +175,9 @@ def delete_condition(req: S3Request) -> DeleteCondition:
             else None
         ),
     )
+    if condition:
+        owner_only_conditions(req)
+    return condition
 
 
 @operation("DELETE", "object", "", "DeleteObject", "delete")

@@ -14,10 +14,17 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime
 
-from ripple.metabase.errors import PreconditionFailed
+from ripple.metabase.errors import InvalidArgument, PreconditionFailed
 from ripple.metabase.rows import require_aware
 from ripple.metabase.types import Object
 from ripple.metabase.write_condition import etag_matches
+
+
+class UnjudgedCondition(InvalidArgument):
+    """A conditional DeleteObjects item whose key an earlier item of the same request
+    changed in a way the request's one read of the key cannot follow."""
+
+    code = "InvalidRequest"
 
 
 @dataclass(frozen=True)

@@ -20,7 +20,7 @@ import sqlalchemy as sa
 
 from ripple.changestream.capture import TransactionTag
 from ripple.metabase.db import Metabase
-from ripple.metabase.delete_condition import DeleteCondition
+from ripple.metabase.delete_condition import DeleteCondition, UnjudgedCondition
 from ripple.metabase.delete_object import delete_marker
 from ripple.metabase.errors import InvalidArgument, InvalidDeleteRequest, MetabaseError
 from ripple.metabase.objectlock import bypass_allowed, check_deletable
@@ -123,7 +123,8 @@ def delete_objects(
             bucket,
             db,
             _top_versions(conn, loc, bucket, valid),
-            _candidates(conn, loc, bucket, valid) + _judged_latest(conn, loc, valid),
+            _candidates(conn, loc, bucket, valid),
+            _judged_latest(conn, loc, valid),
         )
         deleted: list[DeletedObject] = []
         item_errors = list(errors)
@@ -252,10 +253,20 @@ def _candidates(
 class _View:
     """The rows the request can touch, changed item by item in memory."""
 
-    def __init__(self, bucket: Bucket, db: Metabase, top: dict[bytes, int], rows: list[Object]):
+    def __init__(
+        self,
+        bucket: Bucket,
+        db: Metabase,
+        top: dict[bytes, int],
+        rows: list[Object],
+        latest: list[Object],
+    ):
         self.bucket = bucket
         self.now = db.now()
         self.top = top
+        # the latest committed version of each key a conditional item names no version of
+        self.latest = {r.object_key: r for r in latest}
+        rows = rows + latest
         self.original = {(r.object_key, r.version): r for r in rows}  # duplicates once
         self.removed: list[Object] = []  # in the order the items removed them
         self.by_key: dict[str, dict[int, Object]] = {}
@@ -306,9 +317,18 @@ class _View:
 
     def _latest(self, key: str) -> Object | None:
         """The key's latest version as the items so far left it (`_judged_latest` loaded
-        it; a marker an earlier item made is above it)."""
+        it; a marker an earlier item made is above it). If an earlier item removed it and
+        made nothing newer, the version now latest was never read: the condition cannot be
+        judged here, and the item is refused rather than judged against nothing."""
         versions = self.by_key.get(key, {})
-        return versions[max(versions)] if versions else None
+        found = versions[max(versions)] if versions else None
+        loaded = self.latest.get(key)
+        if loaded is not None and (found is None or found.version < loaded.version):
+            raise UnjudgedCondition(
+                f"an earlier item of this request deleted the latest version of {key!r}; "
+                "send a conditional delete of the key in a request of its own"
+            )
+        return found
 
     def _find(self, key: str, ref: VersionRef) -> Object | None:
         versions = self.by_key.get(key, {})
