@@ -218,6 +218,33 @@ def test_parts_must_carry_the_declared_algorithm(bkt: Any, gateway: Running) -> 
     assert s3.list_parts(Bucket="bkt", Key="k", UploadId=upload).get("Parts", []) == []
 
 
+def test_a_trailer_announced_on_a_body_that_cannot_carry_one_is_refused(
+    bkt: Any, gateway: Running
+) -> None:
+    """x-amz-trailer on a plain (not aws-chunked) body: nothing could be verified or kept,
+    so it is InvalidRequest, for a part and for an object alike."""
+    upload = _create(bkt, "k", "CRC32")
+    part = raw_request(
+        gateway,
+        "PUT",
+        "/bkt/k",
+        {"partNumber": "1", "uploadId": upload},
+        body=b"data",
+        headers={"x-amz-trailer": "x-amz-checksum-crc32"},
+    )
+    assert (part.status_code, error_code(part)) == (400, "InvalidRequest")
+    assert bkt.list_parts(Bucket="bkt", Key="k", UploadId=upload).get("Parts", []) == []
+    put = raw_request(
+        gateway,
+        "PUT",
+        "/bkt/plain",
+        body=b"data",
+        headers={"x-amz-trailer": "x-amz-checksum-crc32"},
+    )
+    assert (put.status_code, error_code(put)) == (400, "InvalidRequest")
+    assert "Contents" not in bkt.list_objects_v2(Bucket="bkt", Prefix="plain")
+
+
 def test_what_complete_refuses(bkt: Any) -> None:
     s3 = bkt
     upload = _create(s3, "k", "SHA256")

@@ -11,6 +11,7 @@ from urllib.parse import quote, urlencode
 import httpx
 from botocore.auth import S3SigV4Auth
 from botocore.awsrequest import AWSRequest
+from botocore.config import Config
 from botocore.credentials import Credentials
 
 from tests.gateway.conftest import Running
@@ -46,3 +47,15 @@ def raw_request(
 def error_code(response: httpx.Response) -> str:
     """The `<Code>` of an S3 error response ("" when there is none)."""
     return ET.fromstring(response.content).findtext("Code") or ""
+
+
+def signed_headers(
+    gateway: Running, method: str, path: str, headers: dict[str, str]
+) -> dict[str, str]:
+    """Headers that sign a request whose body is sent as UNSIGNED-PAYLOAD (so a test can
+    stream the body as it likes, e.g. slowly)."""
+    request = AWSRequest(method=method, url=gateway.url + path, headers=headers)
+    request.context["client_config"] = Config(s3={"payload_signing_enabled": False})
+    credentials = Credentials(gateway.key.access_key_id, gateway.secret)
+    S3SigV4Auth(credentials, "s3", "us-east-1").add_auth(request)
+    return dict(request.prepare().headers)

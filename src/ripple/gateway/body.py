@@ -20,16 +20,15 @@ from dataclasses import dataclass, field
 
 from starlette.concurrency import run_in_threadpool
 
-from ripple.gateway.checksums import NOT_CHECKSUMS, Checksums, header_of
+from ripple.gateway.checksums import CHECKSUM_PREFIX, NOT_CHECKSUMS, Checksums, header_of
 from ripple.gateway.chunked import ChunkedDecoder
 from ripple.gateway.errors import S3Error
 from ripple.gateway.request import S3Request
-from ripple.numbers import NumberError, whole_number
+from ripple.numbers import INT64_MAX, NumberError, whole_number
 
 MAX_PUT_SIZE = 5 * 1024**3  # S3's limit for one PutObject or UploadPart
-MAX_DECLARED = 2**63 - 1  # a declared length beyond this is simply too large
+MAX_DECLARED = INT64_MAX  # a declared length beyond this is simply too large
 BATCH_BYTES = 1024 * 1024  # body bytes hashed and written per worker-thread hop
-CHECKSUM_PREFIX = "x-amz-checksum-"
 
 
 @dataclass
@@ -132,6 +131,14 @@ async def receive(
         extra = Checksums([compute])
     md5 = hashlib.md5(usedforsecurity=False)
     payload_hash = req.signed.payload_hash if req.signed else req.header("x-amz-content-sha256")
+    if trailer_names and not (
+        payload_hash.startswith("STREAMING-") and payload_hash.endswith("-TRAILER")
+    ):
+        raise S3Error(
+            "InvalidRequest",
+            "x-amz-trailer announces trailing checksums, which only an aws-chunked body "
+            "with a STREAMING-...-TRAILER payload carries; send the checksum as a header",
+        )
     sha256 = hashlib.sha256() if _is_hex_sha256(payload_hash) else None
     decoder: ChunkedDecoder | None = None
     if payload_hash.startswith("STREAMING-"):

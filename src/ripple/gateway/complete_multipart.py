@@ -29,7 +29,12 @@ from ripple.gateway.objects import free, write_condition
 from ripple.gateway.parts import Part, lock_upload, multipart_etag, stored_parts
 from ripple.gateway.request import S3Request
 from ripple.metabase import Object, commit_object
-from ripple.metabase.errors import MetabaseError, PendingObjectNotFound
+from ripple.metabase.errors import (
+    MetabaseError,
+    ObjectNotFound,
+    PendingObjectNotFound,
+    PreconditionFailed,
+)
 from ripple.metabase.uploads import completed_upload, get_upload
 
 MIN_PART_SIZE = 5 * 1024 * 1024  # every part but the last
@@ -94,7 +99,14 @@ async def complete(req: S3Request) -> Response:
         await req.run(get_upload, req.db, loc, upload)
     except PendingObjectNotFound:
         return await _completed_before(req, upload)
-    condition = await write_condition(req, loc)
+    try:
+        condition = await write_condition(req, loc)
+    except (PreconditionFailed, ObjectNotFound) as refused:
+        # a retry whose first try committed meanwhile: the object it sees is its own
+        try:
+            return await _completed_before(req, upload)
+        except PendingObjectNotFound:
+            raise refused from None
     # its x-amz-checksum-* headers are the whole object's, not the document's
     document = await read_document(req, xml.MAX_XML_BYTES, body_checksums=False)
     wanted = _requested_parts(document)

@@ -48,7 +48,7 @@ from ripple.gateway.parts import (
 )
 from ripple.gateway.request import S3Request, query_number
 from ripple.metabase import Checksum, check_tags
-from ripple.metabase.errors import PendingObjectNotFound
+from ripple.metabase.errors import BucketNotFound, PendingObjectNotFound
 from ripple.metabase.uploads import (
     abort_upload,
     begin_upload,
@@ -81,11 +81,11 @@ def _part_number(req: S3Request) -> int:
 
 async def _settle_part(req: S3Request, upload: uuid.UUID, path: Path) -> None:
     """After a part is placed: drop the part it replaces; if the upload was completed or
-    aborted meanwhile, its parts are garbage, this one too."""
+    aborted meanwhile (its bucket deleted, too), its parts are garbage, this one too."""
     await req.run(drop_older, path)
     try:
         await req.run(get_upload, req.db, req.object_location, upload)
-    except PendingObjectNotFound:
+    except (PendingObjectNotFound, BucketNotFound):
         await req.run(req.services.data.remove_parts, upload)
         raise
 
