@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from ripple.numbers import NumberError, whole_number, whole_number_or_none
+from ripple.numbers import NumberError, whole_number
 
 
 @pytest.mark.parametrize(
@@ -60,11 +60,6 @@ def test_negative_numbers_need_a_negative_least() -> None:
     with pytest.raises(NumberError) as refused:
         whole_number("-" + "9" * 5000, "offset", least=-5, most=100)
     assert refused.value.out_of_range
-
-
-def test_an_absent_field_stays_absent() -> None:
-    assert whole_number_or_none(None, "n", most=3) is None
-    assert whole_number_or_none("3", "n", most=3) == 3
 
 
 @given(st.integers(min_value=-(10**30), max_value=10**30), st.integers(0, 10**20))

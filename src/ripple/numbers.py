@@ -14,9 +14,11 @@ tell out-of-range values (`NumberError.out_of_range`) from text that is not a nu
 
 from __future__ import annotations
 
-__all__ = ["NumberError", "whole_number", "whole_number_or_none"]
+__all__ = ["INT64_MAX", "NumberError", "whole_number"]
 
 _DIGITS = frozenset("0123456789")
+# the largest size, position or count any object has: S3's Long, and the databases' BIGINT
+INT64_MAX = 2**63 - 1
 
 
 class NumberError(ValueError):
@@ -48,11 +50,6 @@ def whole_number(text: str, name: str, *, least: int = 0, most: int) -> int:
     if not least <= value <= most:
         raise _out_of_range(name, least, most, text)
     return value
-
-
-def whole_number_or_none(text: str | None, name: str, *, least: int = 0, most: int) -> int | None:
-    """`whole_number`, with None (an absent field) passed through."""
-    return None if text is None else whole_number(text, name, least=least, most=most)
 
 
 def _out_of_range(name: str, least: int, most: int, text: str) -> NumberError:

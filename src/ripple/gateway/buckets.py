@@ -4,6 +4,8 @@ Semantics are the metabase's; this module reads and writes S3's XML and headers.
 
 from __future__ import annotations
 
+import uuid
+
 from starlette.responses import Response
 
 from ripple.gateway import xml
@@ -118,14 +120,19 @@ async def delete(req: S3Request) -> Response:
     aborted = await req.run(
         delete_bucket, req.db, req.bucket_location, tag=req.context.tag("delete-bucket")
     )
-    for upload in aborted:  # S3 aborts the uploads still in progress: their parts go too
-        await req.run(req.services.data.remove_parts, upload)
+    if aborted:  # S3 aborts the uploads still in progress: their parts go too
+        await req.run(_remove_parts, req, aborted)
     # its notifications go with it, as in S3: a bucket made again under the name starts bare
     assert req.bucket is not None
     req.services.owners.forget(req.bucket)
     await req.run(req.services.eventing.forget_bucket, req.project_id, req.bucket, principal(req))
     await req.run(req.services.config_changed)
     return Response(status_code=204)
+
+
+def _remove_parts(req: S3Request, uploads: list[uuid.UUID]) -> None:
+    for upload in uploads:
+        req.services.data.remove_parts(upload)
 
 
 @operation("GET", "bucket", "location", "GetBucketLocation", "read")

@@ -59,10 +59,10 @@ from ripple.metabase.errors import MetabaseError, ObjectNotFound
 from ripple.metabase.get_object import DeleteMarkerVersion
 from ripple.metabase.rows import new_stream_id
 from ripple.metabase.types import NULL_VERSION_ID
-from ripple.numbers import NumberError, whole_number
+from ripple.numbers import INT64_MAX, NumberError, whole_number
 
 ATTEMPTS = 3  # resolutions of a source that keeps changing before giving up
-MAX_POSITION = 2**63 - 1  # a byte position any object could have
+MAX_POSITION = INT64_MAX  # a byte position any object could have
 _READ = 1 << 20
 _COPY_RANGE = re.compile(r"bytes=([0-9]+)-([0-9]+)", re.ASCII)
 

@@ -1,6 +1,8 @@
 """The gateway's HTTP/1.1 connections: uvicorn's h11 protocol with S3's framing rules,
 limits and timeouts, so that what a client can send never reaches the app as something
-it cannot answer, and never holds a connection open for ever.
+it cannot answer, and a client that stops sending a request never holds its connection.
+(One that stops reading an answer is not timed out here: a large GET to a client that never
+reads keeps its connection until the client goes.)
 
 - A request's head must arrive within `header_timeout` of the connection opening or of the
   previous response; one that started and stalled is answered `400 RequestTimeout`, a

@@ -140,11 +140,11 @@ def get_bucket_info(db: Metabase, loc: BucketLocation) -> Bucket:
 
 
 def list_buckets(db: Metabase, project_id: uuid.UUID) -> list[Bucket]:
+    """The project's buckets in byte order of their names, as S3 lists them and pages them
+    (sorted here: a database's collation may order `a-c` after `ab`)."""
     with db.read() as conn:
-        rows = conn.execute(
-            sa.select(buckets).where(buckets.c.project_id == project_id).order_by(buckets.c.name)
-        ).all()
-    return [bucket_from_row(r) for r in rows]
+        rows = conn.execute(sa.select(buckets).where(buckets.c.project_id == project_id)).all()
+    return sorted((bucket_from_row(r) for r in rows), key=lambda b: b.name)
 
 
 def delete_bucket(

@@ -18,12 +18,12 @@ from datetime import UTC, datetime
 from typing import Any
 
 from ripple.metabase.errors import InvalidArgument, MalformedLifecycle
-from ripple.numbers import NumberError, whole_number
+from ripple.numbers import INT64_MAX, NumberError, whole_number
 
 # Days, NoncurrentDays, DaysAfterInitiation: an object created before 7262-02-01 expires
 # within year 9999, the last year a datetime holds
 MAX_DAYS = 1_000_000
-MAX_SIZE = 2**63 - 1  # ObjectSizeGreaterThan / ObjectSizeLessThan: S3's Long
+MAX_SIZE = INT64_MAX  # ObjectSizeGreaterThan / ObjectSizeLessThan: S3's Long
 FIRST_DATE = datetime(1970, 1, 1, tzinfo=UTC)
 LAST_DATE = datetime(9999, 12, 31, tzinfo=UTC)
 

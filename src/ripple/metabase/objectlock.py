@@ -62,9 +62,7 @@ def check_retention_change(
         return
     # governance settings are altered only with a bypass: shortened, removed, or changed in
     # mode (to compliance too, as S3 requires); extending them needs none
-    altered = (
-        new is None or new.retain_until < current.retain_until or new.mode is not current.mode
-    )
+    altered = new is None or new.retain_until < current.retain_until or new.mode is not current.mode
     if altered and not bypass:
         raise ObjectLocked(
             "governance-mode retention can be shortened, removed or changed in mode only "
