@@ -243,3 +243,20 @@ def test_conditions_are_the_bucket_owners(s3: Any, gateway: Any) -> None:
     # without conditions they may still write and delete, as the ACL allows
     bob.put_object(Bucket="bkt", Key="bobs", Body=b"x")
     assert keys(s3) == ["bobs", "k"]
+
+
+def test_a_conditional_delete_of_a_key_without_versions_places_no_marker(s3: Any) -> None:
+    """Nothing to delete is no error, and a conditional delete then does nothing at all:
+    no delete marker, so a later condition finds the key as empty as before."""
+    s3.create_bucket(Bucket="bkt")
+    s3.put_bucket_versioning(Bucket="bkt", VersioningConfiguration={"Status": "Enabled"})
+    for condition in ({"IfMatch": "*"}, {"IfMatch": '"0123"'}, {"IfMatchSize": 3}):
+        answer = s3.delete_object(Bucket="bkt", Key="k", **condition)
+        assert answer["ResponseMetadata"]["HTTPStatusCode"] == 204
+        assert "DeleteMarker" not in answer
+    bulk = s3.delete_objects(Bucket="bkt", Delete={"Objects": [{"Key": "k", "ETag": '"0123"'}]})
+    assert [d["Key"] for d in bulk["Deleted"]] == ["k"]
+    assert "DeleteMarker" not in bulk["Deleted"][0]
+    assert "DeleteMarkers" not in s3.list_object_versions(Bucket="bkt")
+    # an unconditional delete of nothing still places one, as in S3
+    assert s3.delete_object(Bucket="bkt", Key="k")["DeleteMarker"]

@@ -5,8 +5,9 @@ the delete's own transaction with the key held.
 What is judged is what the delete acts on: the version it names, or without one the key's
 latest version, which may be a delete marker (an ETag of "", a size of 0: `*` matches it, a
 real ETag does not). A key or version that does not exist is no error, as every S3 delete
-of nothing: the condition is not judged and nothing happens. A condition that does not hold
-is `PreconditionFailed` (412) and nothing is deleted.
+of nothing: the condition is not judged and nothing happens (not even a delete marker in a
+versioned bucket, which an unconditional delete of nothing places). A condition that does
+not hold is `PreconditionFailed` (412) and nothing is deleted.
 """
 
 from __future__ import annotations

@@ -52,7 +52,10 @@ def delete_object(
     def tx(conn: sa.Connection) -> DeleteResult:
         bucket = start_key_write(conn, loc)
         if condition:
-            condition.judge(latest_committed(conn, loc))
+            current = latest_committed(conn, loc)
+            if current is None:  # nothing to delete: no error, and no delete marker either
+                return DeleteResult()
+            condition.judge(current)
         now = db.now()
         removed = remove_null_version(conn, bucket, loc, now, bypass=bypass)
         marker = None

@@ -277,7 +277,10 @@ class _View:
         if item.ref is not None:
             return self._delete_version(item, item.ref, bypass)
         if item.condition:
-            item.condition.judge(self._latest(item.key))
+            current = self._latest(item.key)
+            if current is None:  # nothing to delete: no error, and no delete marker either
+                return DeletedObject(item.key, None)
+            item.condition.judge(current)
         removed = None
         if self.bucket.versioning is not Versioning.ENABLED:
             removed = self._find(item.key, VersionRef(None))
