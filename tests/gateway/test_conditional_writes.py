@@ -5,15 +5,13 @@ ConditionalRequestConflict when a concurrent write wins while the body is upload
 
 from __future__ import annotations
 
-import threading
 from typing import Any
 
-import httpx
 import pytest
 from botocore.exceptions import ClientError
 
 from tests.gateway.conftest import Running
-from tests.gateway.wire import signed_headers
+from tests.gateway.wire import put_held_midway
 from tests.waiting import wait_for
 
 
@@ -145,37 +143,10 @@ def test_a_conditional_put_that_loses_a_race_is_a_conflict(
 ) -> None:
     """The condition holds when the PUT arrives; another write of the key commits while its
     body is still uploading: S3 answers 409 ConditionalRequestConflict, nothing of it kept."""
-    body = b"x" * 3_000_000
-    headers = signed_headers(
-        gateway,
-        "PUT",
-        "/bkt/k",
-        {
-            "If-None-Match": "*",
-            "Content-Length": str(len(body)),
-        },
-    )
-    release = threading.Event()
-    answered: list[httpx.Response] = []
-
-    def slowly() -> Any:
-        yield body[:1_500_000]  # a batch the gateway writes to a file before the rest arrives
-        release.wait(30)
-        yield body[1_500_000:]
-
-    def put() -> None:
-        answered.append(httpx.put(gateway.url + "/bkt/k", content=slowly(), headers=headers))
-
-    spool = gateway.data_dir / "objects" / "tmp"
-    sender = threading.Thread(target=put)
-    sender.start()
-    try:
+    with put_held_midway(gateway, "/bkt/k", {"If-None-Match": "*"}) as answered:
         # the body is being stored: the condition was judged on arrival, and held
-        wait_for(lambda: any(spool.iterdir()), what="the body to be spooled", timeout=30)
         s3.put_object(Bucket=bucket, Key="k", Body=b"winner")
-    finally:
-        release.set()
-        sender.join(30)
+    spool = gateway.data_dir / "objects" / "tmp"
     assert answered[0].status_code == 409, answered[0].content
     assert b"<Code>ConditionalRequestConflict</Code>" in answered[0].content
     assert body_of(s3, "k") == b"winner"

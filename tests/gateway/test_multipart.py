@@ -17,14 +17,12 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-import httpx
 import pytest
 from boto3.s3.transfer import TransferConfig
 from botocore.exceptions import ClientError
 
 from tests.gateway.conftest import Running
-from tests.gateway.wire import error_code, raw_request, signed_headers
-from tests.waiting import wait_for
+from tests.gateway.wire import error_code, put_held_midway, raw_request
 
 MiB = 1024 * 1024
 
@@ -616,30 +614,10 @@ def test_a_part_whose_bucket_is_deleted_while_it_uploads_leaves_nothing(
     arriving; the part, placed afterwards, finds no bucket and removes itself."""
     s3.create_bucket(Bucket="bkt")
     upload_id = s3.create_multipart_upload(Bucket="bkt", Key="k")["UploadId"]
-    body = b"x" * 3_000_000
     path = f"/bkt/k?partNumber=1&uploadId={upload_id}"
-    headers = signed_headers(gateway, "PUT", path, {"Content-Length": str(len(body))})
-    release = threading.Event()
-    answered: list[httpx.Response] = []
-
-    def slowly() -> Any:
-        yield body[:1_500_000]  # a batch the gateway writes to a file before the rest arrives
-        release.wait(30)
-        yield body[1_500_000:]
-
-    sender = threading.Thread(
-        target=lambda: answered.append(
-            httpx.put(gateway.url + path, content=slowly(), headers=headers)
-        )
-    )
-    spool = gateway.data_dir / "objects" / "tmp"
-    sender.start()
-    try:
-        wait_for(lambda: any(spool.iterdir()), what="the part to be spooled", timeout=30)
+    with put_held_midway(gateway, path, {}) as answered:
         s3.delete_bucket(Bucket="bkt")
-    finally:
-        release.set()
-        sender.join(30)
+    spool = gateway.data_dir / "objects" / "tmp"
     assert answered[0].status_code == 404
     assert b"<Code>NoSuchBucket</Code>" in answered[0].content
     assert not _parts_dir(gateway, upload_id).exists()

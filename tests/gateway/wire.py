@@ -5,7 +5,10 @@ from __future__ import annotations
 
 import base64
 import hashlib
+import threading
 import xml.etree.ElementTree as ET
+from collections.abc import Iterator
+from contextlib import contextmanager
 from urllib.parse import quote, urlencode
 
 import httpx
@@ -15,6 +18,7 @@ from botocore.config import Config
 from botocore.credentials import Credentials
 
 from tests.gateway.conftest import Running
+from tests.waiting import wait_for
 
 
 def raw_request(
@@ -59,3 +63,36 @@ def signed_headers(
     credentials = Credentials(gateway.key.access_key_id, gateway.secret)
     S3SigV4Auth(credentials, "s3", "us-east-1").add_auth(request)
     return dict(request.prepare().headers)
+
+
+@contextmanager
+def put_held_midway(
+    gateway: Running, path: str, headers: dict[str, str], size: int = 3_000_000
+) -> Iterator[list[httpx.Response]]:
+    """A PUT of `size` bytes to `path`, signed with `headers` (UNSIGNED-PAYLOAD), held after
+    its first 1.5 MB until the block ends. On entry the gateway is storing that first part
+    (a file appeared in objects/tmp: the request passed every check made before its body);
+    after the block, the list holds the answer."""
+    body = b"x" * size
+    release = threading.Event()
+    answered: list[httpx.Response] = []
+
+    def slowly() -> Iterator[bytes]:
+        yield body[:1_500_000]  # a batch the gateway writes to a file before the rest arrives
+        release.wait(30)
+        yield body[1_500_000:]
+
+    headers = {**signed_headers(gateway, "PUT", path, {**headers, "Content-Length": str(size)})}
+    sender = threading.Thread(
+        target=lambda: answered.append(
+            httpx.put(gateway.url + path, content=slowly(), headers=headers)
+        )
+    )
+    spool = gateway.data_dir / "objects" / "tmp"
+    sender.start()
+    try:
+        wait_for(lambda: any(spool.iterdir()), what="the body to be spooled", timeout=30)
+        yield answered
+    finally:
+        release.set()
+        sender.join(30)
