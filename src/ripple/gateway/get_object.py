@@ -67,15 +67,10 @@ def byte_range(header: str, size: int) -> tuple[int, int] | None:
     return start, min(end, size - 1)
 
 
-def part_range(req: S3Request, obj: Object) -> tuple[int, int] | None:
-    """The inclusive (first, last) byte of the part `partNumber` names: of a multipart
+def part_range(obj: Object, number: int) -> tuple[int, int] | None:
+    """The inclusive (first, last) byte of part `number` (`partNumber`): of a multipart
     object, that part; of an object written in one piece, part 1 is the whole object (None
     for an empty one). Beyond the last part: `InvalidPartNumber` (416)."""
-    if req.header("range"):
-        raise S3Error(
-            "InvalidRequest", "cannot specify both a Range header and a partNumber parameter"
-        )
-    number = query_number(req, "partNumber", least=1, most=MAX_PART_NUMBER)
     sizes = obj.part_sizes or (obj.total_plain_size,)
     if number > len(sizes):
         raise S3Error(
@@ -199,15 +194,21 @@ async def _answer(req: S3Request, head: bool) -> Response:
             if parameter in req.query:
                 headers[header] = _header_value(parameter, req.query[parameter])
         size = obj.total_plain_size
+        ranged = req.header("range")
         if "partNumber" in req.query:
-            span = part_range(req, obj)
+            if ranged:
+                raise S3Error(
+                    "InvalidRequest",
+                    "cannot specify both a Range header and a partNumber parameter",
+                )
+            number = query_number(req, "partNumber", least=1, most=MAX_PART_NUMBER)
+            span = part_range(obj, number)
             if obj.part_sizes:
                 headers["x-amz-mp-parts-count"] = str(len(obj.part_sizes))
-            number = query_number(req, "partNumber", least=1, most=MAX_PART_NUMBER)
             headers.update(shown_headers(req, obj.checksum, number))
         else:
-            span = byte_range(req.header("range"), size) if req.header("range") else None
-            if not req.header("range"):
+            span = byte_range(ranged, size) if ranged else None
+            if not ranged:
                 headers.update(shown_headers(req, obj.checksum, None))
         start, length, status = 0, size, 200
         if span is not None:
