@@ -16,7 +16,7 @@ from ripple.snapshotter.client import SnapshotterClient, SnapshotterClientError
 from ripple.snapshotter.grpc_server import SERVICE, GrpcServerError, _Budget, serve_grpc
 from ripple.snapshotter.pages import decode
 from ripple.snapshotter.proto import EventPage, PublishRequest, PublishStreamResponse
-from ripple.snapshotter.service import Published, Snapshotter
+from ripple.snapshotter.service import Publish, Published, Snapshotter
 from ripple.snapshotter.settings import SnapshotterSettings
 from tests.waiting import wait_for
 
@@ -84,6 +84,32 @@ def test_message_ids_stay_unique_across_pages(
 
     assert [p.sequence for p in second] == [0, 1, 2]  # a new page starts again at 0
     assert len({p.message_id for p in first + second}) == 6
+
+
+def test_a_batch_keeps_its_event_ids_and_times_and_lands_whole(
+    client: SnapshotterClient, snapshotter: Snapshotter, snapshot_settings: SnapshotterSettings
+) -> None:
+    """PublishBatch, as the pipeline's workers archive through the driver: each event keeps
+    the id and time it was given, writers apart; a batch with one bad event publishes none
+    of it."""
+    events = [
+        Publish("photos", b"put a", {"eventName": "ObjectCreated:Put"}, "0-A", 1_700_000_000_000),
+        Publish("logs", b"put b", None, "3-B", 1_700_000_000_500),
+        Publish("photos", b"del a", None, "0-C", 1_700_000_001_000),
+    ]
+    assert client.publish_batch(events) == 3
+    with pytest.raises(SnapshotterClientError) as failure:
+        client.publish_batch([Publish("photos", b"lost", None, "0-D", 1), Publish("", b"x")])
+    assert failure.value.code == "INVALID_ARGUMENT"
+
+    snapshotter.flush()
+    pages = {p.metadata.writer_id: p for p in stored_pages(snapshot_settings)}
+    assert [(e.event_id, e.timestamp, e.payload) for e in pages["photos"].events] == [
+        ("0-A", 1_700_000_000_000, b"put a"),
+        ("0-C", 1_700_000_001_000, b"del a"),
+    ]
+    assert dict(pages["photos"].events[0].attributes) == {"eventName": "ObjectCreated:Put"}
+    assert [e.event_id for e in pages["logs"].events] == ["3-B"]
 
 
 def test_an_empty_topic_is_invalid_argument(client: SnapshotterClient) -> None:

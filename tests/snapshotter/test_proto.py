@@ -44,7 +44,7 @@ def _service():
 def test_service_is_publish_only() -> None:
     service = _service()
     assert service.full_name == SERVICE
-    assert sorted(m.name for m in service.methods) == ["Publish", "PublishStream"]
+    assert sorted(m.name for m in service.methods) == ["Publish", "PublishBatch", "PublishStream"]
     assert "Subscribe" not in service.methods_by_name
 
 

@@ -12,14 +12,22 @@ server (or gRPC) said.
 from __future__ import annotations
 
 import queue
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 import grpc  # type: ignore[import-untyped]
 
 from ripple.snapshotter.grpc_server import SERVICE
-from ripple.snapshotter.proto import PublishRequest, PublishResponse, PublishStreamResponse
-from ripple.snapshotter.service import Flushed, Published
+from ripple.snapshotter.proto import (
+    BatchEvent,
+    Event,
+    PublishBatchRequest,
+    PublishBatchResponse,
+    PublishRequest,
+    PublishResponse,
+    PublishStreamResponse,
+)
+from ripple.snapshotter.service import Flushed, Publish, Published
 
 __all__ = ["ClientSession", "SnapshotterClient", "SnapshotterClientError"]
 
@@ -57,6 +65,11 @@ class SnapshotterClient:
             request_serializer=PublishRequest.SerializeToString,
             response_deserializer=PublishResponse.FromString,
         )
+        self._publish_batch = self._channel.unary_unary(
+            f"/{SERVICE}/PublishBatch",
+            request_serializer=PublishBatchRequest.SerializeToString,
+            response_deserializer=PublishBatchResponse.FromString,
+        )
         self._publish_stream = self._channel.stream_unary(
             f"/{SERVICE}/PublishStream",
             request_serializer=PublishRequest.SerializeToString,
@@ -73,6 +86,29 @@ class SnapshotterClient:
         except grpc.RpcError as e:
             raise _error(e) from None
         return Published(response.message_id, response.sequence)
+
+    def publish_batch(self, events: Sequence[Publish]) -> int:
+        """Publish events with their own ids and times (ripple's `PublishBatch`); returns
+        once all are in the write-ahead log, with how many there were."""
+        request = PublishBatchRequest(
+            events=[
+                BatchEvent(
+                    writer_id=e.writer_id,
+                    event=Event(
+                        event_id=e.event_id or "",
+                        timestamp=e.timestamp or 0,
+                        payload=e.payload,
+                        attributes=dict(e.attributes or {}),
+                    ),
+                )
+                for e in events
+            ]
+        )
+        try:
+            response = self._publish_batch(request, timeout=self.timeout)
+        except grpc.RpcError as e:
+            raise _error(e) from None
+        return int(response.event_count)
 
     def session(self) -> ClientSession:
         """A `PublishStream` session, open until `close()` (or the end of the `with`)."""

@@ -23,7 +23,13 @@ from typing import Any, NoReturn
 
 import grpc  # type: ignore[import-untyped]
 
-from ripple.snapshotter.proto import PublishRequest, PublishResponse, PublishStreamResponse
+from ripple.snapshotter.proto import (
+    PublishBatchRequest,
+    PublishBatchResponse,
+    PublishRequest,
+    PublishResponse,
+    PublishStreamResponse,
+)
 from ripple.snapshotter.service import Publish, Snapshotter
 from ripple.snapshotter.wal import WalError
 
@@ -88,6 +94,33 @@ class PublishService:
         except (WalError, RuntimeError) as e:
             _abort(context, grpc.StatusCode.UNAVAILABLE, str(e))
         return PublishResponse(message_id=published.message_id, sequence=published.sequence)
+
+    def publish_batch(self, request: PublishBatchRequest, context: Any) -> PublishBatchResponse:
+        """Events with their own ids and times (ripple's pipeline tasks), one log fsync for
+        all of them; nothing of a batch with a bad event is published."""
+        events: list[Publish] = []
+        for item in request.events:
+            problem = self._invalid(PublishRequest(topic=item.writer_id, payload=b""))
+            if problem is None and len(item.event.payload) > self.max_payload_bytes:
+                problem = f"payload over the limit of {self.max_payload_bytes} bytes"
+            if problem is not None:
+                _abort(context, grpc.StatusCode.INVALID_ARGUMENT, problem)
+            event = item.event
+            events.append(
+                Publish(
+                    item.writer_id,
+                    event.payload,
+                    dict(event.attributes),
+                    event.event_id or None,
+                    event.timestamp or None,
+                )
+            )
+        try:
+            if events:
+                self.snapshotter.publish_many(events)
+        except (WalError, RuntimeError) as e:
+            _abort(context, grpc.StatusCode.UNAVAILABLE, str(e))
+        return PublishBatchResponse(event_count=len(events))
 
     def publish_stream(
         self, requests: Iterator[PublishRequest], context: Any
@@ -237,6 +270,11 @@ def serve_grpc(
                 service.publish,
                 request_deserializer=PublishRequest.FromString,
                 response_serializer=PublishResponse.SerializeToString,
+            ),
+            "PublishBatch": grpc.unary_unary_rpc_method_handler(
+                service.publish_batch,
+                request_deserializer=PublishBatchRequest.FromString,
+                response_serializer=PublishBatchResponse.SerializeToString,
             ),
             "PublishStream": grpc.stream_unary_rpc_method_handler(
                 service.publish_stream,

@@ -1,7 +1,8 @@
 """The snapshot target: a topic's events archived by a snapshotter, one writer per bucket.
 
 `snapshot://NAME` names a snapshotter of the configuration (`[snapshotters.NAME]`, or the
-embedded `default`); it runs inside the pipeline's process (`ripple.snapshotter.shared`).
+embedded `default`), opened in this process or, in the pipeline's tasks, the one the driver
+serves (`ripple.snapshotter.shared`).
 Each event is published with the bucket as writer id, the event record (JSON) as payload,
 the delivery's attributes (eventName, bucket, key, versionId, sequencer), its stable event
 id, and its `eventTime` as timestamp, so `ripple snapshot replay --writer BUCKET --since …`
@@ -16,7 +17,7 @@ from collections.abc import Mapping, Sequence
 
 from ripple.events.sequencer import timestamp_ns
 from ripple.snapshotter import shared
-from ripple.snapshotter.service import Publish, Snapshotter
+from ripple.snapshotter.service import Publish
 from ripple.snapshotter.wal import WalError
 from ripple.targets.base import OK, Delivery, Outcome, Result, one_line
 
@@ -27,7 +28,7 @@ class SnapshotTarget:
     def __init__(self, name: str, snapshotter: str) -> None:
         self.name = name
         self.snapshotter = snapshotter
-        self._snap: Snapshotter | None = None
+        self._snap: shared.Archive | None = None
 
     def open(self) -> None:
         if self._snap is None:

@@ -1,9 +1,12 @@
 """The snapshotter's protobuf messages (generated from `snapshotter.proto`)."""
 
 from ripple.snapshotter.proto.snapshotter_pb2 import (
+    BatchEvent,
     Event,
     EventPage,
     PageMetadata,
+    PublishBatchRequest,
+    PublishBatchResponse,
     PublishRequest,
     PublishResponse,
     PublishStreamResponse,
@@ -12,9 +15,12 @@ from ripple.snapshotter.proto.snapshotter_pb2 import (
 )
 
 __all__ = [
+    "BatchEvent",
     "Event",
     "EventPage",
     "PageMetadata",
+    "PublishBatchRequest",
+    "PublishBatchResponse",
     "PublishRequest",
     "PublishResponse",
     "PublishStreamResponse",

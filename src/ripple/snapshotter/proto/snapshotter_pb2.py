@@ -24,7 +24,7 @@ _sym_db = _symbol_database.Default()
 
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n*ripple/snapshotter/proto/snapshotter.proto\x12\x15ripple.snapshotter.v1\"\xae\x01\n\x0ePublishRequest\x12\r\n\x05topic\x18\x01 \x01(\t\x12\x0f\n\x07payload\x18\x02 \x01(\x0c\x12I\n\nattributes\x18\x03 \x03(\x0b\x32\x35.ripple.snapshotter.v1.PublishRequest.AttributesEntry\x1a\x31\n\x0f\x41ttributesEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\"7\n\x0fPublishResponse\x12\x12\n\nmessage_id\x18\x01 \x01(\t\x12\x10\n\x08sequence\x18\x02 \x01(\x03\"W\n\x15PublishStreamResponse\x12\x13\n\x0b\x65vent_count\x18\x01 \x01(\x03\x12\x12\n\nwriter_ids\x18\x02 \x03(\t\x12\x15\n\rpages_written\x18\x03 \x01(\x03\"p\n\tEventPage\x12\x35\n\x08metadata\x18\x01 \x01(\x0b\x32#.ripple.snapshotter.v1.PageMetadata\x12,\n\x06\x65vents\x18\x02 \x03(\x0b\x32\x1c.ripple.snapshotter.v1.Event\"\xa3\x02\n\x0cPageMetadata\x12\x11\n\twriter_id\x18\x01 \x01(\t\x12\x15\n\rpage_sequence\x18\x02 \x01(\x03\x12\x12\n\nstart_time\x18\x03 \x01(\x03\x12\x10\n\x08\x65nd_time\x18\x04 \x01(\x03\x12\x13\n\x0b\x65vent_count\x18\x05 \x01(\x03\x12\x17\n\x0fpage_size_bytes\x18\x06 \x01(\x03\x12\x16\n\x0e\x66ormat_version\x18\x07 \x01(\t\x12\x13\n\x0b\x63ompression\x18\x08 \x01(\t\x12;\n\x04tags\x18\t \x03(\x0b\x32-.ripple.snapshotter.v1.PageMetadata.TagsEntry\x1a+\n\tTagsEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\"\xc4\x01\n\x05\x45vent\x12\x10\n\x08\x65vent_id\x18\x01 \x01(\t\x12\x11\n\ttimestamp\x18\x02 \x01(\x03\x12\x0f\n\x07payload\x18\x03 \x01(\x0c\x12@\n\nattributes\x18\x04 \x03(\x0b\x32,.ripple.snapshotter.v1.Event.AttributesEntry\x12\x10\n\x08sequence\x18\x05 \x01(\x03\x1a\x31\n\x0f\x41ttributesEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\"\x82\x02\n\tWalRecord\x12\x11\n\twriter_id\x18\x01 \x01(\t\x12+\n\x05\x65vent\x18\x02 \x01(\x0b\x32\x1c.ripple.snapshotter.v1.Event\x12\x15\n\rpage_sequence\x18\x03 \x01(\x03\x12\x11\n\tpage_done\x18\x04 \x01(\x08\x12R\n\x12next_page_sequence\x18\x05 \x03(\x0b\x32\x36.ripple.snapshotter.v1.WalRecord.NextPageSequenceEntry\x1a\x37\n\x15NextPageSequenceEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\x03:\x02\x38\x01\"=\n\x08WalBatch\x12\x31\n\x07records\x18\x01 \x03(\x0b\x32 .ripple.snapshotter.v1.WalRecord2\xd8\x01\n\x14PubSubBasicInterface\x12X\n\x07Publish\x12%.ripple.snapshotter.v1.PublishRequest\x1a&.ripple.snapshotter.v1.PublishResponse\x12\x66\n\rPublishStream\x12%.ripple.snapshotter.v1.PublishRequest\x1a,.ripple.snapshotter.v1.PublishStreamResponse(\x01\x62\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n*ripple/snapshotter/proto/snapshotter.proto\x12\x15ripple.snapshotter.v1\"\xae\x01\n\x0ePublishRequest\x12\r\n\x05topic\x18\x01 \x01(\t\x12\x0f\n\x07payload\x18\x02 \x01(\x0c\x12I\n\nattributes\x18\x03 \x03(\x0b\x32\x35.ripple.snapshotter.v1.PublishRequest.AttributesEntry\x1a\x31\n\x0f\x41ttributesEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\"7\n\x0fPublishResponse\x12\x12\n\nmessage_id\x18\x01 \x01(\t\x12\x10\n\x08sequence\x18\x02 \x01(\x03\"W\n\x15PublishStreamResponse\x12\x13\n\x0b\x65vent_count\x18\x01 \x01(\x03\x12\x12\n\nwriter_ids\x18\x02 \x03(\t\x12\x15\n\rpages_written\x18\x03 \x01(\x03\"H\n\x13PublishBatchRequest\x12\x31\n\x06\x65vents\x18\x01 \x03(\x0b\x32!.ripple.snapshotter.v1.BatchEvent\"L\n\nBatchEvent\x12\x11\n\twriter_id\x18\x01 \x01(\t\x12+\n\x05\x65vent\x18\x02 \x01(\x0b\x32\x1c.ripple.snapshotter.v1.Event\"+\n\x14PublishBatchResponse\x12\x13\n\x0b\x65vent_count\x18\x01 \x01(\x03\"p\n\tEventPage\x12\x35\n\x08metadata\x18\x01 \x01(\x0b\x32#.ripple.snapshotter.v1.PageMetadata\x12,\n\x06\x65vents\x18\x02 \x03(\x0b\x32\x1c.ripple.snapshotter.v1.Event\"\xa3\x02\n\x0cPageMetadata\x12\x11\n\twriter_id\x18\x01 \x01(\t\x12\x15\n\rpage_sequence\x18\x02 \x01(\x03\x12\x12\n\nstart_time\x18\x03 \x01(\x03\x12\x10\n\x08\x65nd_time\x18\x04 \x01(\x03\x12\x13\n\x0b\x65vent_count\x18\x05 \x01(\x03\x12\x17\n\x0fpage_size_bytes\x18\x06 \x01(\x03\x12\x16\n\x0e\x66ormat_version\x18\x07 \x01(\t\x12\x13\n\x0b\x63ompression\x18\x08 \x01(\t\x12;\n\x04tags\x18\t \x03(\x0b\x32-.ripple.snapshotter.v1.PageMetadata.TagsEntry\x1a+\n\tTagsEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\"\xc4\x01\n\x05\x45vent\x12\x10\n\x08\x65vent_id\x18\x01 \x01(\t\x12\x11\n\ttimestamp\x18\x02 \x01(\x03\x12\x0f\n\x07payload\x18\x03 \x01(\x0c\x12@\n\nattributes\x18\x04 \x03(\x0b\x32,.ripple.snapshotter.v1.Event.AttributesEntry\x12\x10\n\x08sequence\x18\x05 \x01(\x03\x1a\x31\n\x0f\x41ttributesEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\"\x82\x02\n\tWalRecord\x12\x11\n\twriter_id\x18\x01 \x01(\t\x12+\n\x05\x65vent\x18\x02 \x01(\x0b\x32\x1c.ripple.snapshotter.v1.Event\x12\x15\n\rpage_sequence\x18\x03 \x01(\x03\x12\x11\n\tpage_done\x18\x04 \x01(\x08\x12R\n\x12next_page_sequence\x18\x05 \x03(\x0b\x32\x36.ripple.snapshotter.v1.WalRecord.NextPageSequenceEntry\x1a\x37\n\x15NextPageSequenceEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\x03:\x02\x38\x01\"=\n\x08WalBatch\x12\x31\n\x07records\x18\x01 \x03(\x0b\x32 .ripple.snapshotter.v1.WalRecord2\xc1\x02\n\x14PubSubBasicInterface\x12X\n\x07Publish\x12%.ripple.snapshotter.v1.PublishRequest\x1a&.ripple.snapshotter.v1.PublishResponse\x12\x66\n\rPublishStream\x12%.ripple.snapshotter.v1.PublishRequest\x1a,.ripple.snapshotter.v1.PublishStreamResponse(\x01\x12g\n\x0cPublishBatch\x12*.ripple.snapshotter.v1.PublishBatchRequest\x1a+.ripple.snapshotter.v1.PublishBatchResponseb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -47,22 +47,28 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_PUBLISHRESPONSE']._serialized_end=301
   _globals['_PUBLISHSTREAMRESPONSE']._serialized_start=303
   _globals['_PUBLISHSTREAMRESPONSE']._serialized_end=390
-  _globals['_EVENTPAGE']._serialized_start=392
-  _globals['_EVENTPAGE']._serialized_end=504
-  _globals['_PAGEMETADATA']._serialized_start=507
-  _globals['_PAGEMETADATA']._serialized_end=798
-  _globals['_PAGEMETADATA_TAGSENTRY']._serialized_start=755
-  _globals['_PAGEMETADATA_TAGSENTRY']._serialized_end=798
-  _globals['_EVENT']._serialized_start=801
-  _globals['_EVENT']._serialized_end=997
+  _globals['_PUBLISHBATCHREQUEST']._serialized_start=392
+  _globals['_PUBLISHBATCHREQUEST']._serialized_end=464
+  _globals['_BATCHEVENT']._serialized_start=466
+  _globals['_BATCHEVENT']._serialized_end=542
+  _globals['_PUBLISHBATCHRESPONSE']._serialized_start=544
+  _globals['_PUBLISHBATCHRESPONSE']._serialized_end=587
+  _globals['_EVENTPAGE']._serialized_start=589
+  _globals['_EVENTPAGE']._serialized_end=701
+  _globals['_PAGEMETADATA']._serialized_start=704
+  _globals['_PAGEMETADATA']._serialized_end=995
+  _globals['_PAGEMETADATA_TAGSENTRY']._serialized_start=952
+  _globals['_PAGEMETADATA_TAGSENTRY']._serialized_end=995
+  _globals['_EVENT']._serialized_start=998
+  _globals['_EVENT']._serialized_end=1194
   _globals['_EVENT_ATTRIBUTESENTRY']._serialized_start=195
   _globals['_EVENT_ATTRIBUTESENTRY']._serialized_end=244
-  _globals['_WALRECORD']._serialized_start=1000
-  _globals['_WALRECORD']._serialized_end=1258
-  _globals['_WALRECORD_NEXTPAGESEQUENCEENTRY']._serialized_start=1203
-  _globals['_WALRECORD_NEXTPAGESEQUENCEENTRY']._serialized_end=1258
-  _globals['_WALBATCH']._serialized_start=1260
-  _globals['_WALBATCH']._serialized_end=1321
-  _globals['_PUBSUBBASICINTERFACE']._serialized_start=1324
-  _globals['_PUBSUBBASICINTERFACE']._serialized_end=1540
+  _globals['_WALRECORD']._serialized_start=1197
+  _globals['_WALRECORD']._serialized_end=1455
+  _globals['_WALRECORD_NEXTPAGESEQUENCEENTRY']._serialized_start=1400
+  _globals['_WALRECORD_NEXTPAGESEQUENCEENTRY']._serialized_end=1455
+  _globals['_WALBATCH']._serialized_start=1457
+  _globals['_WALBATCH']._serialized_end=1518
+  _globals['_PUBSUBBASICINTERFACE']._serialized_start=1521
+  _globals['_PUBSUBBASICINTERFACE']._serialized_end=1842
 # @@protoc_insertion_point(module_scope)

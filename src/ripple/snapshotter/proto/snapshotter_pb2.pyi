@@ -41,6 +41,26 @@ class PublishStreamResponse(_message.Message):
     pages_written: int
     def __init__(self, event_count: _Optional[int] = ..., writer_ids: _Optional[_Iterable[str]] = ..., pages_written: _Optional[int] = ...) -> None: ...
 
+class PublishBatchRequest(_message.Message):
+    __slots__ = ("events",)
+    EVENTS_FIELD_NUMBER: _ClassVar[int]
+    events: _containers.RepeatedCompositeFieldContainer[BatchEvent]
+    def __init__(self, events: _Optional[_Iterable[_Union[BatchEvent, _Mapping]]] = ...) -> None: ...
+
+class BatchEvent(_message.Message):
+    __slots__ = ("writer_id", "event")
+    WRITER_ID_FIELD_NUMBER: _ClassVar[int]
+    EVENT_FIELD_NUMBER: _ClassVar[int]
+    writer_id: str
+    event: Event
+    def __init__(self, writer_id: _Optional[str] = ..., event: _Optional[_Union[Event, _Mapping]] = ...) -> None: ...
+
+class PublishBatchResponse(_message.Message):
+    __slots__ = ("event_count",)
+    EVENT_COUNT_FIELD_NUMBER: _ClassVar[int]
+    event_count: int
+    def __init__(self, event_count: _Optional[int] = ...) -> None: ...
+
 class EventPage(_message.Message):
     __slots__ = ("metadata", "events")
     METADATA_FIELD_NUMBER: _ClassVar[int]
