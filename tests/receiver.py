@@ -18,6 +18,7 @@ class Post:
     path: str
     headers: dict[str, str]
     body: bytes
+    status: int = 200  # what the receiver answered
 
     def json(self) -> Any:
         return orjson.loads(self.body)
@@ -34,12 +35,15 @@ class Receiver:
             protocol_version = "HTTP/1.1"
 
             def do_POST(self) -> None:
-                body = self.rfile.read(int(self.headers.get("Content-Length", "0")))
+                length = int(self.headers.get("Content-Length", "0"))
+                body = self.rfile.read(length)
+                if len(body) < length:  # the sender died mid-request: nothing was delivered
+                    self.close_connection = True
+                    return
                 with owner._lock:
-                    owner._posts.append(
-                        Post(self.path, {k.lower(): v for k, v in self.headers.items()}, body)
-                    )
                     status = owner.status
+                    headers = {k.lower(): v for k, v in self.headers.items()}
+                    owner._posts.append(Post(self.path, headers, body, status))
                 self.send_response(status)
                 self.send_header("Content-Length", "0")
                 self.end_headers()

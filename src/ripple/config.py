@@ -46,6 +46,11 @@ class Settings:
     lifecycle_interval: int = 3600  # seconds between lifecycle runs in `ripple up`; 0: none
     region: str = ""  # empty: none configured; events and the gateway say `us-east-1`
     spark_master: str = "local[*]"
+    # the address Spark's executors reach the pipeline's driver at (and it binds to)
+    spark_driver_host: str = "127.0.0.1"
+    # where the pipeline's streaming checkpoint lives: a local directory or any Hadoop path
+    # (hdfs://, s3a://); empty: <data-dir>/checkpoint
+    spark_checkpoint: str = ""
     bucket_eventing_buckets: str = ""
     mode: str = "dev"
     destinations_allow: str = ""
@@ -130,6 +135,8 @@ _KEYS: dict[str, tuple[str, str]] = {
     "s3.max-rename-keys": ("max_rename_keys", "RIPPLE_S3_MAX_RENAME_KEYS"),
     "lifecycle.interval": ("lifecycle_interval", "RIPPLE_LIFECYCLE_INTERVAL"),
     "spark.master": ("spark_master", "RIPPLE_SPARK_MASTER"),
+    "spark.driver-host": ("spark_driver_host", "RIPPLE_SPARK_DRIVER_HOST"),
+    "spark.checkpoint": ("spark_checkpoint", "RIPPLE_SPARK_CHECKPOINT"),
     "bucket-eventing.buckets": ("bucket_eventing_buckets", "RIPPLE_BUCKET_EVENTING_BUCKETS"),
     "mode": ("mode", "RIPPLE_MODE"),
     "destinations.allow": ("destinations_allow", "RIPPLE_DESTINATIONS_ALLOW"),

@@ -1,27 +1,38 @@
 """A real Spark session (`local[2]`) shared by a test module, and a pipeline running in a
-thread against the test's metabase."""
+thread against the test's metabase, its tasks delivering in Spark's Python workers."""
 
 from __future__ import annotations
 
+import os
 import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+import sqlalchemy as sa
 from pyspark.sql import SparkSession
 
+from ripple.metabase import Metabase
 from ripple.notifications.registry import Registry
-from ripple.pipeline.deliver import Deliverer, RetryPolicy
-from ripple.pipeline.job import JobSettings, run, spark_session
+from ripple.pipeline.deliver import RetryPolicy
+from ripple.pipeline.destinations import Destinations
+from ripple.pipeline.job import JobSettings, run, worker_setup
 from ripple.pipeline.queue import RetryQueue
 from ripple.pipeline.reconfigure import Reconfigurer
+from ripple.pipeline.session import spark_session
 from ripple.targets.base import Target
+
+ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture(scope="module")
 def spark() -> Iterator[SparkSession]:
+    # the workers unpickle the tests' target factories: they import `tests`
+    paths = [str(ROOT), *filter(None, os.environ.get("PYTHONPATH", "").split(os.pathsep))]
+    os.environ["PYTHONPATH"] = os.pathsep.join(dict.fromkeys(paths))
     session = spark_session("local[2]")
     yield session
     session.stop()
@@ -35,56 +46,71 @@ def wait_for(condition: Callable[[], bool], what: str, timeout: float = 120.0) -
         time.sleep(0.05)
 
 
+# Targets for the workers: a mapping of picklable targets, or a function of the worker's
+# metabase that makes them (for targets that hold a connection pool).
+Targets = dict[str, list[Target]] | Callable[[Metabase], dict[str, list[Target]]]
+
+
+@dataclass(frozen=True)
+class FixedTargets:
+    """A worker's targets: `targets` (or what it makes), retried by `policy`."""
+
+    targets: Targets
+
+    def __call__(self, metabase: Metabase) -> Destinations:
+        made = self.targets(metabase) if callable(self.targets) else self.targets
+        return Destinations({topic: list(ts) for topic, ts in made.items()})
+
+
+@dataclass
+class RunningPipeline:
+    """A running pipeline, as a test sees it: the retry queue its workers fill."""
+
+    queue: RetryQueue
+
+
 @contextmanager
 def running_pipeline(
     url: str,
     checkpoint: Path,
     registry: Registry,
-    targets: dict[str, list[Target]],
-    queue_engine: object,
+    targets: Targets,
+    queue_engine: sa.Engine,
     *,
     max_records: int = 50_000,
     policy: RetryPolicy | None = None,
     reconfigurer: Reconfigurer | None = None,
-) -> Iterator[Deliverer]:
-    """The pipeline in a thread until the block ends; an error in it fails the test. With a
-    `reconfigurer` (over `registry`), its targets are the API configuration's and follow it,
-    as `ripple pipeline run` wires it; `targets` are then ignored."""
+) -> Iterator[RunningPipeline]:
+    """The pipeline in a thread until the block ends; an error in it fails the test. The
+    workers route by the registry's routes as they are at the start and deliver to
+    `targets`; with a `reconfigurer`, they follow the API configuration, as `ripple pipeline
+    run` does (its configured topics, and `targets` and the registry are ignored)."""
     policy = policy or RetryPolicy(base_delay_s=0.01, max_delay_s=0.2)
-    policies: dict[str, RetryPolicy] = {}
-    if reconfigurer is not None:
-        built = reconfigurer.initial()
-        targets, policies = built.targets, built.policies
-    deliverer = Deliverer(
-        targets,
-        RetryQueue(queue_engine),  # type: ignore[arg-type]
-        policies,
-        default_policy=policy,
-    )
-    if reconfigurer is not None:
-        reconfigurer.deliverer = deliverer
     settings = JobSettings(
         url, checkpoint, master="local[2]", max_records_per_batch=max_records, drain_interval_s=0.1
     )
+    if reconfigurer is not None:
+        setup = worker_setup(settings, topics=dict(reconfigurer.configured), default_policy=policy)
+    else:
+        setup = worker_setup(
+            settings,
+            routes=registry.routes(),
+            targets=FixedTargets(targets),
+            default_policy=policy,
+        )
     stop = threading.Event()
     errors: list[BaseException] = []
 
     def body() -> None:
         try:
-            run(
-                settings,
-                registry,
-                deliverer,
-                stop,
-                reconfigure=reconfigurer.check if reconfigurer is not None else None,
-            )
+            run(settings, setup, stop)
         except BaseException as e:
             errors.append(e)
 
     thread = threading.Thread(target=body, name="pipeline")
     thread.start()
     try:
-        yield deliverer
+        yield RunningPipeline(RetryQueue(queue_engine))
     finally:
         stop.set()
         thread.join(120)

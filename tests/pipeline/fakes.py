@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import fcntl
 import threading
 from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import Any
+
+import orjson
 
 from ripple.targets.base import OK, Delivery, Outcome, Result
 
@@ -55,3 +59,44 @@ def delivery(n: int, bucket: str = "photos", name: str = "ObjectCreated:Put") ->
     return Delivery.of(
         f"0-{n:024X}", event, {"eventName": name, "bucket": bucket, "key": f"k{n}"}, batch_id=1
     )
+
+
+class FileRecordingTarget:
+    """Acknowledges everything and records each delivery as a line of `path`, so a test
+    reads what Spark's Python workers (other processes) delivered: `acked`."""
+
+    def __init__(self, name: str, path: Path) -> None:
+        self.name = name
+        self.path = path
+
+    def open(self) -> None:
+        pass
+
+    def close(self) -> None:
+        pass
+
+    def publish(self, deliveries: Sequence[Delivery]) -> list[Result]:
+        lines = b"".join(
+            orjson.dumps(
+                [d.event_id, d.message.decode(), d.attributes, d.batch_id],
+            )
+            + b"\n"
+            for d in deliveries
+        )
+        with self.path.open("ab") as f:
+            fcntl.flock(f, fcntl.LOCK_EX)
+            f.write(lines)
+        return [OK] * len(deliveries)
+
+    @property
+    def acked(self) -> list[Delivery]:
+        if not self.path.exists():
+            return []
+        with self.path.open("rb") as f:
+            fcntl.flock(f, fcntl.LOCK_SH)
+            lines = f.read().splitlines()
+        out = []
+        for line in lines:
+            event_id, message, attributes, batch_id = orjson.loads(line)
+            out.append(Delivery(event_id, message.encode(), attributes, batch_id))
+        return out

@@ -59,3 +59,20 @@ def test_a_metrics_port_in_use_stops_it(runner: CliRunner, tmp_path: Path) -> No
     assert result.exit_code == 1
     assert f"cannot serve metrics on 127.0.0.1:{port}" in result.output
     assert "choose another port with --metrics-port or metrics.address" in result.output
+
+
+def test_a_cluster_master_with_a_sqlite_metabase_stops_it(
+    runner: CliRunner, tmp_path: Path
+) -> None:
+    """Executors on other machines cannot open this machine's SQLite file: one line naming
+    PostgreSQL, before Spark starts."""
+    assert runner.invoke(cli, ["db", "upgrade"]).exit_code == 0
+    result = runner.invoke(
+        cli, ["pipeline", "run"], env={"RIPPLE_SPARK_MASTER": "spark://127.0.0.1:7077"}
+    )
+    assert result.exit_code == 1
+    lines = result.output.strip().splitlines()
+    assert len(lines) == 1
+    assert lines[0].startswith("Error: spark.master spark://127.0.0.1:7077 runs the pipeline")
+    assert "set RIPPLE_DATABASE_URL to a PostgreSQL database" in lines[0]
+    assert not (tmp_path / ".ripple" / "checkpoint").exists()

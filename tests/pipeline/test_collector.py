@@ -1,6 +1,7 @@
-"""The batch handler runs with Python's cyclic garbage collector collecting less often, and
-always puts its threshold back (`ripple.pipeline.job.fewer_collections`). No Spark here: the
-handler is given an object with Spark's `toArrow` and a deliverer that notes the threshold."""
+"""A task delivers with Python's cyclic garbage collector collecting less often, and always
+puts its threshold back (`ripple.pipeline.tasks.fewer_collections`). No Spark here: the task
+is given parts whose deliverer notes the threshold, over an empty range of an in-memory
+database."""
 
 from __future__ import annotations
 
@@ -10,39 +11,48 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
-import pyarrow as pa
 import pytest
+import sqlalchemy as sa
 
 from ripple.notifications.registry import Registry
-from ripple.pipeline.job import BATCH_COLLECTION_THRESHOLD, batch_handler, fewer_collections
-from ripple.pipeline.transform import EVENT_SCHEMA
-
-
-class Events:
-    """A batch as foreachBatch gives it: `toArrow` answers the events (or fails)."""
-
-    def __init__(self, table: pa.Table | None = None, error: Exception | None = None) -> None:
-        self.table = table if table is not None else EVENT_SCHEMA.empty_table()
-        self.error = error
-
-    def toArrow(self) -> pa.Table:  # Spark's name
-        if self.error is not None:
-            raise self.error
-        return self.table
+from ripple.pipeline import tasks
+from ripple.pipeline.tasks import BATCH_COLLECTION_THRESHOLD, WorkerSetup, fewer_collections
 
 
 class NotingDeliverer:
-    """Notes the collector's first threshold when the batch's deliveries came."""
+    """Notes the collector's first threshold when the task's deliveries came (or fails)."""
 
-    def __init__(self) -> None:
+    def __init__(self, error: Exception | None = None) -> None:
         self.thresholds: list[int] = []
+        self.error = error
 
     @contextmanager
     def exclusive(self) -> Iterator[None]:
         yield
 
+    def refresh_failing(self) -> None:
+        pass
+
     def deliver(self, by_topic: dict[str, Any]) -> None:
         self.thresholds.append(gc.get_threshold()[0])
+        if self.error is not None:
+            raise self.error
+
+
+class Database:
+    engine = writer = sa.create_engine("sqlite://")
+
+
+@pytest.fixture
+def deliver(monkeypatch: pytest.MonkeyPatch) -> Any:
+    """`deliver(deliverer)`: one task over nothing, delivering through `deliverer`."""
+
+    def run(deliverer: NotingDeliverer) -> None:
+        parts = tasks.Parts(Database(), Registry(), deliverer, None, None)  # type: ignore[arg-type]
+        monkeypatch.setattr(tasks, "parts_of", lambda _setup: parts)
+        tasks.deliver_task(WorkerSetup("run", "sqlite://"), "bucket_eventing", "objects", [])
+
+    return run
 
 
 @pytest.fixture(autouse=True)
@@ -53,22 +63,22 @@ def default_threshold() -> Iterator[tuple[int, int, int]]:
     gc.set_threshold(*before)  # whatever a failing test left
 
 
-def test_a_batch_is_delivered_collecting_less_and_the_threshold_is_put_back(
-    default_threshold: tuple[int, int, int],
+def test_a_task_delivers_collecting_less_and_the_threshold_is_put_back(
+    deliver: Any, default_threshold: tuple[int, int, int]
 ) -> None:
     deliverer = NotingDeliverer()
-    handle = batch_handler(Registry(), deliverer)  # type: ignore[arg-type]
-    handle(Events(), 7)  # type: ignore[arg-type]
-    handle(Events(), 8)  # type: ignore[arg-type]
+    deliver(deliverer)
+    deliver(deliverer)
     assert deliverer.thresholds == [BATCH_COLLECTION_THRESHOLD, BATCH_COLLECTION_THRESHOLD]
     assert gc.get_threshold() == default_threshold
     assert gc.isenabled()  # it still collects
 
 
-def test_a_failing_batch_puts_the_threshold_back(default_threshold: tuple[int, int, int]) -> None:
-    handle = batch_handler(Registry(), NotingDeliverer())  # type: ignore[arg-type]
-    with pytest.raises(ConnectionError, match="executor lost"):
-        handle(Events(error=ConnectionError("executor lost")), 1)  # type: ignore[arg-type]
+def test_a_failing_task_puts_the_threshold_back(
+    deliver: Any, default_threshold: tuple[int, int, int]
+) -> None:
+    with pytest.raises(ConnectionError, match="target lost"):
+        deliver(NotingDeliverer(ConnectionError("target lost")))
     assert gc.get_threshold() == default_threshold
 
 

@@ -14,6 +14,7 @@ never for fixed times.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import http.server
 import logging
@@ -51,13 +52,13 @@ from ripple.metabase import (
 from ripple.notifications.phase1 import parse_eventing_buckets
 from ripple.notifications.registry import Registry
 from ripple.pipeline import metrics
-from ripple.pipeline.deliver import Deliverer, RetryPolicy
+from ripple.pipeline.deliver import RetryPolicy
 from ripple.subscriptions.store import SubscriptionStore
 from ripple.targets.base import Target
 from ripple.targets.pubsub import PubSubTarget
 from ripple.targets.subscription import SubscriptionTarget
 from ripple.targets.webhook import WebhookConfig, WebhookTarget
-from tests.pipeline.conftest import running_pipeline, wait_for
+from tests.pipeline.conftest import RunningPipeline, running_pipeline, wait_for
 from tests.targets.pubsub_fake import FakePublisher
 
 TOPIC = "projects/ripple-tests/topics/object-events"
@@ -168,6 +169,19 @@ class Clock:
         return self.at
 
 
+def scene_targets(hook_url: str, pubsub_endpoint: str, db: Metabase) -> dict[str, list[Target]]:
+    """One topic, three destinations (made in each Spark worker, over its metabase)."""
+    return {
+        TOPIC: [
+            WebhookTarget(WebhookConfig(url=hook_url), name="webhook"),
+            # no Pub/Sub emulator can be installed: the official client talks to a
+            # loopback gRPC Publisher (tests/targets/pubsub_fake.py)
+            PubSubTarget(TOPIC, endpoint=pubsub_endpoint),
+            SubscriptionTarget(SubscriptionStore(db), TOPIC),
+        ]
+    }
+
+
 class Scene:
     def __init__(self, db: Metabase, hook: WebhookReceiver, pubsub: FakePublisher) -> None:
         self.db = db
@@ -193,26 +207,14 @@ class Scene:
     def at(self, bucket: str, key: str) -> ObjectLocation:
         return ObjectLocation(self.project.id, bucket, key)
 
-    def targets(self) -> dict[str, list[Target]]:
-        """One topic, three destinations."""
-        return {
-            TOPIC: [
-                WebhookTarget(WebhookConfig(url=self.hook.url), name="webhook"),
-                # no Pub/Sub emulator can be installed: the official client talks to a
-                # loopback gRPC Publisher (tests/targets/pubsub_fake.py)
-                PubSubTarget(TOPIC, endpoint=self.pubsub.endpoint),
-                SubscriptionTarget(self.store, TOPIC),
-            ]
-        }
-
     def pipeline(
         self, checkpoint: Path, policy: RetryPolicy | None = None
-    ) -> AbstractContextManager[Deliverer]:
+    ) -> AbstractContextManager[RunningPipeline]:
         return running_pipeline(
             self.db.url.render_as_string(hide_password=False),
             checkpoint,
             self.registry,
-            self.targets(),
+            functools.partial(scene_targets, self.hook.url, self.pubsub.endpoint),
             self.db.writer,
             policy=policy,
         )

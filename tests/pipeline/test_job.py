@@ -34,7 +34,7 @@ from ripple.pipeline import metrics
 from ripple.targets.base import Target
 from tests.changestream.conftest import keys_in, partition_of_key
 from tests.pipeline.conftest import running_pipeline, wait_for
-from tests.pipeline.fakes import RecordingTarget
+from tests.pipeline.fakes import FileRecordingTarget
 
 TOPIC = "projects/p/topics/photos"
 OTHER = "projects/p/topics/logs"
@@ -84,7 +84,7 @@ def world(db: Metabase) -> World:
     return World(db)
 
 
-def events_of(target: RecordingTarget) -> list[dict[str, Any]]:
+def events_of(target: FileRecordingTarget) -> list[dict[str, Any]]:
     return [orjson.loads(d.body)["Records"][0] for d in target.acked]
 
 
@@ -109,7 +109,8 @@ def test_writes_reach_their_destinations_as_the_tail_maps_them(
     world.put(logs, "other/2.json")  # nor by the prefix
     delete_object(world.db, ObjectLocation(logs.project_id, "logs", "app/1.json"))  # not created
 
-    photos_target, logs_target = RecordingTarget("photos"), RecordingTarget("logs")
+    photos_target = FileRecordingTarget("photos", tmp_path / "photos.jsonl")
+    logs_target = FileRecordingTarget("logs", tmp_path / "logs.jsonl")
     expected = world.expected()
     expected_photos = [e for e in expected if e["s3"]["bucket"]["name"] == "photos"]
     assert sorted(e["eventName"] for e in expected_photos) == [  # read partition by partition
@@ -158,7 +159,7 @@ def test_a_batch_delivers_in_commit_order_across_partitions(
     }
     assert deleted_in == {partition_of_key(pid, "photos", least)}  # not k's partition
 
-    target = RecordingTarget("photos")
+    target = FileRecordingTarget("photos", tmp_path / "target.jsonl")
     with world.running(tmp_path / "checkpoint", {TOPIC: [target]}):
         wait_for(lambda: len(target.acked) >= 4, "4 events arrive")
     assert len({d.batch_id for d in target.acked}) == 1
@@ -173,7 +174,7 @@ def test_backlog_drains_in_bounded_batches_that_keep_transactions_whole(
     keys = keys_in(photos.project_id, "photos", 0, 6)  # one partition: the budget is shared
     for i in range(12):  # each an overwrite: a DELETE and an INSERT record in one transaction
         world.put(photos, keys[i % 6])
-    target = RecordingTarget("photos")
+    target = FileRecordingTarget("photos", tmp_path / "target.jsonl")
     with world.running(tmp_path / "checkpoint", {TOPIC: [target]}, max_records=3):
         wait_for(lambda: len(target.acked) >= 12, "12 events arrive")
     batches = {d.batch_id for d in target.acked}
@@ -187,7 +188,7 @@ def test_a_restart_resumes_after_what_was_delivered_even_without_its_checkpoint(
 ) -> None:
     photos = world.bucket("photos", Destination(TOPIC))
     checkpoint = tmp_path / "checkpoint"
-    first = RecordingTarget("photos")
+    first = FileRecordingTarget("photos", tmp_path / "first.jsonl")
     world.put(photos, "a")
     with world.running(checkpoint, {TOPIC: [first]}):
         wait_for(lambda: len(first.acked) == 1, "the first event arrives")
@@ -195,14 +196,14 @@ def test_a_restart_resumes_after_what_was_delivered_even_without_its_checkpoint(
         wait_for(lambda: len(first.acked) == 2, "the second event arrives")
 
     world.put(photos, "c")  # while the pipeline is stopped
-    second = RecordingTarget("photos")
+    second = FileRecordingTarget("photos", tmp_path / "second.jsonl")
     with world.running(checkpoint, {TOPIC: [second]}):
         wait_for(lambda: len(second.acked) >= 1, "the third event arrives")
     assert [e["s3"]["object"]["key"] for e in events_of(second)] == ["c"]
 
     shutil.rmtree(checkpoint)  # lost: the offsets in the metabase still say where it was
     world.put(photos, "d")
-    third = RecordingTarget("photos")
+    third = FileRecordingTarget("photos", tmp_path / "third.jsonl")
     with world.running(checkpoint, {TOPIC: [third]}):
         wait_for(lambda: len(third.acked) >= 1, "the fourth event arrives")
     assert [e["s3"]["object"]["key"] for e in events_of(third)] == ["d"]
@@ -217,7 +218,7 @@ def test_events_of_a_bucket_without_destinations_are_counted_and_dropped(
     world.registry.set_bucket(gone.project_id, "gone", [])  # its configuration is removed
     world.put(photos, "kept.jpg")
     before = metrics.EVENTS_UNROUTED._value.get()
-    target = RecordingTarget("photos")
+    target = FileRecordingTarget("photos", tmp_path / "target.jsonl")
     with world.running(tmp_path / "checkpoint", {TOPIC: [target]}):
         wait_for(lambda: len(target.acked) >= 1, "the routed event arrives")
         wait_for(lambda: metrics.EVENTS_UNROUTED._value.get() == before + 1, "the count")

@@ -27,14 +27,14 @@ from pyspark.sql import SparkSession
 from ripple.metabase import Metabase
 from ripple.notifications.registry import Registry
 from ripple.notifications.store import EventingStore
-from ripple.pipeline.deliver import Deliverer, RetryPolicy
+from ripple.pipeline.deliver import RetryPolicy
 from ripple.pipeline.reconfigure import Reconfigurer
 from ripple.subscriptions.store import SubscriptionStore
 from tests.gateway.conftest import Running, gateway, s3, services  # noqa: F401
 from tests.gateway.test_notification_tags import with_tag_rules
 from tests.gateway.test_notifications_api import signed_put
 from tests.gateway.test_pubsub_api import PubSub
-from tests.pipeline.conftest import running_pipeline, wait_for
+from tests.pipeline.conftest import RunningPipeline, running_pipeline, wait_for
 from tests.receiver import Receiver, receiver
 
 
@@ -57,7 +57,7 @@ def sns(gateway: Running) -> Any:  # noqa: F811
 
 
 @contextmanager
-def pipeline(db: Metabase, checkpoint: Path) -> Iterator[Deliverer]:
+def pipeline(db: Metabase, checkpoint: Path) -> Iterator[RunningPipeline]:
     """The pipeline in a thread, following the API's configuration, until the block ends."""
     registry = Registry()
     policy = RetryPolicy(base_delay_s=0.01, max_delay_s=0.2)

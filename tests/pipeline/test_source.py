@@ -10,11 +10,14 @@ from pyspark.sql.streaming.datasource import ReadAllAvailable
 
 from ripple.metabase import (
     BucketLocation,
+    DeleteObjectsItem,
     Metabase,
     ObjectLocation,
     commit_inline_object,
     create_bucket,
     create_project,
+    delete_objects,
+    rename_object,
 )
 from ripple.pipeline import source
 from ripple.pipeline.source import ChangeStreamStreamReader, RangePartition
@@ -92,5 +95,37 @@ def test_a_batch_of_more_than_half_of_max_records_is_a_task_per_partition(
     reader = ChangeStreamStreamReader({"url": planned[0].url, "maxRecordsPerBatch": "14"})
     try:
         assert len(reader.partitions(start, end)) == 4
+    finally:
+        reader.stop()
+
+
+@pytest.mark.parametrize("change", ["delete-objects", "rename"])
+def test_a_large_batch_with_a_change_of_several_keys_is_one_task(
+    db: Metabase, monkeypatch: pytest.MonkeyPatch, change: str
+) -> None:
+    """A DeleteObjects or a rename is recorded in its least key's partition, so a key's
+    events may be in two partitions of one batch: the batch is then one task, which delivers
+    them in commit order."""
+    db.eventing = lambda _project, _bucket: True
+    project = create_project(db, "source")
+    bucket = BucketLocation(project.id, "photos")
+    create_bucket(db, bucket)
+    keys = [key for p in range(4) for key in keys_in(project.id, "photos", p, 2)]
+    for key in keys:
+        commit_inline_object(
+            db, ObjectLocation(project.id, "photos", key), b"x", etag=hashlib.md5(b"x").hexdigest()
+        )
+    monkeypatch.setattr(source, "SINGLE_TASK_RECORDS", 2)
+    reader = ChangeStreamStreamReader({"url": db.url.render_as_string(hide_password=False)})
+    try:
+        start = reader.initialOffset()
+        assert len(reader.partitions(start, reader.latestOffset(start, ReadAllAvailable()))) == 4
+        if change == "delete-objects":
+            delete_objects(db, bucket, [DeleteObjectsItem(keys[0]), DeleteObjectsItem(keys[-1])])
+        else:
+            rename_object(db, ObjectLocation(project.id, "photos", keys[-1]), "renamed")
+        (part,) = reader.partitions(start, reader.latestOffset(start, ReadAllAvailable()))
+        assert isinstance(part, RangePartition)
+        assert [p for p, _, _ in part.ranges] == [0, 1, 2, 3]
     finally:
         reader.stop()

@@ -13,7 +13,7 @@ import pytest
 from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 
-from ripple.pipeline.job import spark_session
+from ripple.pipeline.session import spark_session
 from ripple.snapshotter.index.sqlite import SqliteIndex
 from ripple.snapshotter.service import Publish, Snapshotter
 from ripple.snapshotter.settings import SnapshotterSettings

@@ -12,6 +12,7 @@ from rich.table import Table
 
 from ripple.cli.common import console, errors, reason_of, settings_of
 from ripple.config import Settings
+from ripple.pipeline.job import checkpoint_root
 from ripple.pipeline.service import Pipeline, PipelineError
 
 __all__ = ["pipeline", "run_pipeline"]
@@ -30,6 +31,8 @@ def run_pipeline(
     logging.basicConfig(
         level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
     )
+    for chatty in ("py4j", "alembic"):  # a line per batch callback, per migration step
+        logging.getLogger(chatty).setLevel(logging.WARNING)
     try:
         service = Pipeline.from_settings(
             settings,
@@ -54,7 +57,7 @@ def run_pipeline(
     table = table or Table(title="ripple pipeline", show_header=False, title_justify="left")
     table.add_row("metabase", service.metabase.url.render_as_string(hide_password=True))
     table.add_row("spark master", service.job.master)
-    table.add_row("checkpoint", str(service.job.checkpoint_dir.resolve()))
+    table.add_row("checkpoint", checkpoint_root(service.job))
     table.add_row("metrics", f"http://{metrics}/metrics" if metrics else "off")
     buckets = service.registry.buckets()
     table.add_row("eventing buckets", str(len(buckets)))

@@ -147,6 +147,10 @@ class Registry:
         """The bucket's destinations; empty when it has no eventing."""
         return list(self._routes.get((project_id, bucket_name), ()))
 
+    def routes(self) -> dict[BucketKey, tuple[Destination, ...]]:
+        """Every bucket's destinations (and the project-wide ones), as they are now."""
+        return dict(self._routes)
+
     def buckets(self) -> list[BucketKey]:
         """Every bucket with eventing, sorted by project id and bucket name (the entries of
         project-wide destinations, `PROJECT_WIDE`, are no bucket)."""

@@ -82,6 +82,13 @@ class Deliverer:
         routing to delivery, `reconfigure` while it swaps routes and targets together."""
         return self._using
 
+    def refresh_failing(self) -> None:
+        """Read again which destinations are failing (have queued events): another process
+        (a drain task elsewhere) may have emptied a queue, or filled one."""
+        failing = set(self.queue.destinations())
+        with self._lock:
+            self._failing = failing
+
     def policy(self, target: Target) -> RetryPolicy:
         return self.policies.get(target.name, self.default_policy)
 

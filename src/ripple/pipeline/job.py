@@ -1,50 +1,51 @@
 """The eventing job: change stream → S3 events → destinations, as a Spark Structured
-Streaming query.
+Streaming query whose tasks deliver.
 
-    source (ripple-changestream, a task per stream partition, or one for a small batch)
-      → mapInArrow(events_of_batches)      change records → event records
-      → foreachBatch(handle)               route to destinations, deliver or queue
+    source ripple-deliveries (a task per stream partition, or one for a small batch):
+      each task reads, maps, routes and delivers its records (ripple.pipeline.tasks)
+      → foreachBatch(handle)      the tasks' outcomes: metrics and log lines, on the driver
 
-Spark commits a batch's offsets (checkpoint) only after `handle` returns, and `handle`
-returns only when every event is acknowledged or in its destination's retry queue: at least
-once. While the query runs, the driver's main loop drains the retry queues.
+Spark commits a batch's offsets (checkpoint) only after `handle` returns, which is after
+every task returned, and a task returns only when each of its events is acknowledged or in
+its destination's retry queue: at least once. The driver never holds an event or a target.
+While the query runs, its main loop watches the retry queues and, when events are due, runs a
+drain task on an executor (`drain`).
 
 A second query does the same for the `project_eventing` stream (the buckets table: bucket
 events), with its own checkpoint (`<checkpoint>/project-events`, inside the first's, so
-removing the checkpoint resets both); the two share the deliverer, whose lock keeps their
-batches apart.
+removing the checkpoint resets both).
 """
 
 from __future__ import annotations
 
-import contextlib
-import functools
-import gc
+import dataclasses
 import logging
-import os
+import re
 import sys
 import threading
 import time
+import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
-import pyarrow.compute as pc
+import sqlalchemy as sa
 from py4j.protocol import Py4JError  # type: ignore[import-untyped]
 from pyspark.errors import StreamingQueryException
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.streaming.query import StreamingQuery
 
-from ripple.changestream.reader import DEFAULT_STREAM, PROJECT_STREAM, ChangeStreamReader
+from ripple.changestream.reader import DEFAULT_STREAM, PROJECT_STREAM
 from ripple.events import EventSettings
-from ripple.notifications.registry import Registry
 from ripple.pipeline import metrics
-from ripple.pipeline.deliver import Deliverer
-from ripple.pipeline.route import route_table
-from ripple.pipeline.source import DEFAULT_CONSUMER, NAME, ChangeStreamSource, engine_for
-from ripple.pipeline.transform import SPARK_EVENT_SCHEMA, events_of_batches
+from ripple.pipeline.deliveries import DELIVERIES, delivery_source
+from ripple.pipeline.outcomes import SPARK_OUTCOME_SCHEMA, Summary, rows_of
+from ripple.pipeline.queue import RetryQueue
+from ripple.pipeline.session import spark_session
+from ripple.pipeline.tasks import WorkerSetup, drain_task, warm_task
+from ripple.snapshotter import shared as shared_snapshotters
 
 log = logging.getLogger(__name__)
 
@@ -52,7 +53,7 @@ log = logging.getLogger(__name__)
 @dataclass(frozen=True)
 class JobSettings:
     database_url: str
-    checkpoint_dir: Path
+    checkpoint_dir: Path | str  # a local directory, or any Hadoop path (hdfs://, s3a://)
     master: str = "local[*]"
     events: EventSettings = field(default_factory=EventSettings)
     max_records_per_batch: int = 50_000
@@ -61,133 +62,115 @@ class JobSettings:
     bucket_trigger_interval: str = "1 second"
     drain_interval_s: float = 0.5
     spark_conf: dict[str, str] = field(default_factory=dict)
-
-
-def spark_session(master: str, conf: dict[str, str] | None = None) -> SparkSession:
-    """A Spark session tuned for small, frequent micro-batches on few cores."""
-    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")  # loopback only, and no warning
-    builder = (
-        SparkSession.builder.master(master)
-        .appName("ripple-pipeline")
-        .config("spark.ui.enabled", "false")
-        .config("spark.sql.shuffle.partitions", "2")
-        .config("spark.driver.bindAddress", "127.0.0.1")
-        .config("spark.driver.host", "127.0.0.1")
-        .config("spark.sql.streaming.noDataMicroBatches.enabled", "false")
-        .config("spark.sql.execution.arrow.pyspark.enabled", "true")
-        .config("spark.python.worker.reuse", "true")
-        .config("spark.sql.streaming.minBatchesToRetain", "20")
-    )
-    for key, value in (conf or {}).items():
-        builder = builder.config(key, value)
-    spark = builder.getOrCreate()
-    spark.sparkContext.setLogLevel("WARN")
-    spark.dataSource.register(ChangeStreamSource)
-    return spark
+    # the address the driver binds to and executors reach it at (loopback: local only)
+    driver_host: str = "127.0.0.1"
 
 
 BatchHandler = Callable[[DataFrame, int], None]
 
 
-def in_commit_order(events: pa.Table) -> pa.Table:
-    """A batch's events in commit order across partitions: a key's events are in one
-    partition unless a DeleteObjects or a rename of several keys recorded one of them in its
-    least key's. (A stable sort: a transaction's events keep their order.)"""
-    return events.take(pc.sort_indices(events, [("commit_ns", "ascending")]))
+def batch_handler(stream: str = DEFAULT_STREAM, activity: Activity | None = None) -> BatchHandler:
+    """foreachBatch of the query over `stream` (its log lines name it). The batch's tasks
+    have delivered its events by the time its outcomes are collected here; this adds them
+    to the driver's metrics and log."""
 
-
-# While a batch is handled, the collector's first generation is collected every this many
-# allocations (net of those freed) instead of Python's default 700.
-BATCH_COLLECTION_THRESHOLD = 100_000
-
-
-class _Batches:
-    """The batches being handled (the two queries' handlers run in their own threads and
-    may overlap), and the collector threshold to put back when the last one ends."""
-
-    lock = threading.Lock()
-    running = 0
-    restore: tuple[int, ...] | None = None
-
-
-@contextlib.contextmanager
-def fewer_collections() -> Iterator[None]:
-    """Python's cyclic garbage collector runs less often while batches are handled. The
-    handler makes objects by the event (rows, deliveries): at the default threshold the
-    collector ran every 700 of them, its fuller passes walking the driver's whole heap
-    (Spark's, py4j's, SQLAlchemy's objects), a fifth of a 50,000-event batch (BENCHMARKS.md).
-    It still runs, every `BATCH_COLLECTION_THRESHOLD` allocations, which limits what a long
-    batch (a slow destination) can pile up. The first of overlapping batches raises the
-    threshold and the last to end puts it back; a threshold of 0 (automatic collection off)
-    or one already as high is left as it is."""
-    with _Batches.lock:
-        _Batches.running += 1
-        if _Batches.running == 1:
-            threshold = gc.get_threshold()
-            if 0 < threshold[0] < BATCH_COLLECTION_THRESHOLD:
-                gc.set_threshold(BATCH_COLLECTION_THRESHOLD, *threshold[1:])
-                _Batches.restore = threshold
-    try:
-        yield
-    finally:
-        with _Batches.lock:
-            _Batches.running -= 1
-            if _Batches.running == 0 and _Batches.restore is not None:
-                gc.set_threshold(*_Batches.restore)
-                _Batches.restore = None
-
-
-def batch_handler(
-    registry: Registry,
-    deliverer: Deliverer,
-    delivered: Callable[[dict[int, int]], None] | None = None,
-    reconfigure: Callable[[], object] | None = None,
-    stream: str = DEFAULT_STREAM,
-) -> BatchHandler:
-    """foreachBatch of the query over `stream` (its log lines name it): apply a changed
-    eventing configuration (`reconfigure`), route the batch's events and deliver them (or
-    queue them); then tell `delivered` the last position handled per partition. (Spark
-    tells the source only when it plans the next batch, so without this a pipeline that lost
-    its checkpoint would deliver its last batch again.)"""
-
-    def handle(events: DataFrame, batch_id: int) -> None:
-        with fewer_collections():
-            handle_batch(events, batch_id)
-
-    def handle_batch(events: DataFrame, batch_id: int) -> None:
+    def handle(outcomes: DataFrame, batch_id: int) -> None:
         started = time.monotonic()
-        table = in_commit_order(events.toArrow())
-        with deliverer.exclusive():  # routes and targets stay as they are until delivered
-            if reconfigure is not None:
-                reconfigure()
-            routed = route_table(table, registry, batch_id)
-            deliverer.deliver(routed.by_topic)
-        if delivered is not None and table.num_rows:
-            ends = table.group_by("partition").aggregate([("position", "max")])
-            delivered(
-                dict(
-                    zip(
-                        ends.column("partition").to_pylist(),
-                        ends.column("position_max").to_pylist(),
-                        strict=True,
-                    )
-                )
-            )
-        if routed.newest_commit_ns:
-            metrics.PIPELINE_LAG.set(max(0.0, time.time() - routed.newest_commit_ns / 1e9))
+        summary = Summary.of(rows_of(outcomes.toArrow()))
+        if activity is not None:
+            activity.ran()
+        summary.publish()
+        if summary.newest_commit_ns:
+            metrics.PIPELINE_LAG.set(max(0.0, time.time() - summary.newest_commit_ns / 1e9))
         metrics.BATCH_DURATION.observe(time.monotonic() - started)
         log.info(
             "%s batch %d: %d events, %d deliveries, %d unrouted in %.3f s",
             stream,
             batch_id,
-            table.num_rows,
-            sum(len(v) for v in routed.by_topic.values()),
-            routed.unrouted,
+            summary.events,
+            summary.count("ripple_events_triggered"),
+            summary.count("ripple_events_unrouted"),
             time.monotonic() - started,
         )
 
     return handle
+
+
+def on_workers(
+    spark: SparkSession, tasks: int, description: str, work: Callable[[], pa.RecordBatch]
+) -> list[dict[str, Any]]:
+    """Run `work` in `tasks` Spark tasks and collect the rows it returns. It goes through
+    `mapInArrow`, so its tasks use the Python workers the pipeline's source uses (Spark
+    keeps one pool for SQL's Python work and another for RDDs'): those that hold the
+    targets."""
+
+    def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        for _ in batches:
+            pass
+        yield work()
+
+    context = spark.sparkContext
+    context.setJobDescription(description)
+    try:
+        table = spark.range(0, tasks, 1, tasks).mapInArrow(run, SPARK_OUTCOME_SCHEMA).toArrow()
+    finally:
+        context.setJobDescription(None)  # type: ignore[arg-type]
+    return list(rows_of(table))
+
+
+def drain(spark: SparkSession, setup: WorkerSetup, budget_s: float) -> Summary:
+    """Run `drain_task` as a one-task Spark job (on an executor, whose Python worker holds
+    the targets); its outcomes, published."""
+    rows = on_workers(spark, 1, "ripple: retry-queue drain", lambda: drain_task(setup, budget_s))
+    summary = Summary.of(rows)
+    summary.publish()
+    return summary
+
+
+def warm(spark: SparkSession, setup: WorkerSetup) -> int:
+    """Start a Python worker on every executor core and build its routes and targets, so the
+    first events after a start (or an idle spell: Spark ends Python workers idle for a
+    minute) do not wait for a worker to start; how many distinct workers answered."""
+    cores = max(1, spark.sparkContext.defaultParallelism)
+    rows = on_workers(spark, cores, "ripple: warm the Python workers", lambda: warm_task(setup))
+    Summary.of(rows).publish()
+    return len({row["value"] for row in rows if row["kind"] == "worker"})
+
+
+class Activity:
+    """When a batch last ran: the driver keeps the Python workers warm after a quiet spell
+    (`KEEP_WARM_S`)."""
+
+    KEEP_WARM_S = 30.0
+
+    def __init__(self) -> None:
+        self.last = time.monotonic()
+
+    def ran(self) -> None:
+        self.last = time.monotonic()
+
+    def quiet(self) -> bool:
+        return time.monotonic() - self.last >= self.KEEP_WARM_S
+
+
+class QueueWatch:
+    """The driver's view of the retry queues: whether a drain is due, and their lengths for
+    `ripple_retry_queue_length` (a destination whose queue emptied goes to 0)."""
+
+    def __init__(self, engine: sa.Engine) -> None:
+        self.queue = RetryQueue(engine)
+        self.known: set[str] = set()
+
+    def due(self) -> bool:
+        return self.queue.any_due(time.time_ns())
+
+    def update_lengths(self) -> None:
+        lengths = self.queue.lengths()
+        for name in self.known - set(lengths):
+            metrics.RETRY_QUEUE_LENGTH.labels(name).set(0)
+        for name, length in lengths.items():
+            metrics.RETRY_QUEUE_LENGTH.labels(name).set(length)
+        self.known = set(lengths)
 
 
 # the streams the job reads: (stream, the table it is over, query name, checkpoint subdirectory)
@@ -197,12 +180,26 @@ STREAMS = (
 )
 
 
-def checkpoint_of(settings: JobSettings, stream: str) -> Path:
-    """Where the query over `stream` keeps its checkpoint: the job's checkpoint directory,
+def is_hadoop_path(location: Path | str) -> bool:
+    """A checkpoint location Hadoop resolves (`hdfs://…`, `s3a://…`, `file:/…`), not a
+    local path of this machine."""
+    return (
+        isinstance(location, str) and re.match(r"[A-Za-z][A-Za-z0-9+.-]*:/", location) is not None
+    )
+
+
+def checkpoint_root(settings: JobSettings) -> str:
+    """The job's checkpoint location: a Hadoop path as given, a local directory absolute."""
+    root = settings.checkpoint_dir
+    return str(root).rstrip("/") if is_hadoop_path(root) else str(Path(root).resolve())
+
+
+def checkpoint_of(settings: JobSettings, stream: str) -> str:
+    """Where the query over `stream` keeps its checkpoint: the job's checkpoint location,
     or a subdirectory of it (Spark leaves directories it does not know alone)."""
     _, _, _, subdirectory = next(s for s in STREAMS if s[0] == stream)
-    root = settings.checkpoint_dir.resolve()
-    return root / subdirectory if subdirectory else root
+    root = checkpoint_root(settings)
+    return f"{root}/{subdirectory}" if subdirectory else root
 
 
 def start_query(
@@ -211,53 +208,78 @@ def start_query(
     handler: BatchHandler,
     stream: str = DEFAULT_STREAM,
 ) -> StreamingQuery:
+    """Start the query over `stream` (the registered `ripple-deliveries` source's)."""
     _, table, name, _ = next(s for s in STREAMS if s[0] == stream)
     trigger = settings.trigger_interval if stream == DEFAULT_STREAM else None
-    records = (
-        spark.readStream.format(NAME)
+    outcomes = (
+        spark.readStream.format(DELIVERIES)
         .option("url", settings.database_url)
         .option("stream", stream)
+        .option("table", table)
         .option("maxRecordsPerBatch", str(settings.max_records_per_batch))
         .load()
     )
-    transform = events_of_batches(settings.database_url, settings.events, table)
-    events = records.mapInArrow(transform, SPARK_EVENT_SCHEMA)
     return (
-        events.writeStream.foreachBatch(handler)
-        .option("checkpointLocation", str(checkpoint_of(settings, stream)))
+        outcomes.writeStream.foreachBatch(handler)
+        .option("checkpointLocation", checkpoint_of(settings, stream))
         .trigger(processingTime=trigger or settings.bucket_trigger_interval)
         .queryName(name)
         .start()
     )
 
 
+# a query's status once its source has answered: its first batch under way, or nothing to do
+STARTED = ("Processing new data", "Waiting for data to arrive", "Waiting for next trigger")
+
+
+def wait_until_started(query: StreamingQuery, stop: threading.Event, timeout: float = 300) -> None:
+    """Return once the query's source is initialized and its first batch is planned (or
+    there is nothing to do), so that "running" means running: a query starts its source
+    (the planner's Python helper) after `start()` returns. Returns early if the query ends
+    or `stop` is set (the caller looks at why)."""
+    deadline = time.monotonic() + timeout
+    while not stop.is_set() and time.monotonic() < deadline and query.isActive:
+        if str(query.status.get("message", "")) in STARTED:
+            return
+        time.sleep(0.05)
+
+
+def worker_setup(settings: JobSettings, **parts: Any) -> WorkerSetup:
+    """The setup the job's workers build their routes and targets from: the job's
+    metabase and event settings, a new run id, and `parts` (`WorkerSetup`'s other fields)."""
+    return WorkerSetup(uuid.uuid4().hex, settings.database_url, settings.events, **parts)
+
+
 def run(
     settings: JobSettings,
-    registry: Registry,
-    deliverer: Deliverer,
+    setup: WorkerSetup,
     stop: threading.Event | None = None,
     on_started: Callable[[StreamingQuery], Any] | None = None,
-    reconfigure: Callable[[], object] | None = None,
 ) -> None:
-    """Run the job until `stop` is set (or the query fails, which raises). `reconfigure`
-    runs at the start of every batch (`ripple.pipeline.reconfigure`)."""
+    """Run the job until `stop` is set (or the query fails, which raises). The workers
+    route and deliver by `setup`."""
     stop = stop or threading.Event()
-    spark = spark_session(settings.master, settings.spark_conf)
-    deliverer.open()
-    engine = engine_for(settings.database_url)
+    spark = spark_session(settings.master, settings.spark_conf, settings.driver_host)
+    # snapshot:// archives: one process may hold a snapshotter's log, so the driver serves
+    # them and the workers publish through it
+    served = shared_snapshotters.Served(settings.driver_host)
+    setup = dataclasses.replace(
+        setup,
+        snapshotters=shared_snapshotters.configured(),
+        snapshotter_addresses=served.addresses,
+    )
+    spark.dataSource.register(delivery_source(setup))
+    engine = sa.create_engine(settings.database_url, pool_size=1, max_overflow=1)
+    queues = QueueWatch(engine)
+    activity = Activity()
     queries: list[StreamingQuery] = []
     try:
+        log.info("%d Python workers warmed", warm(spark, setup))
         for stream, *_ in STREAMS:
-            offsets = ChangeStreamReader(engine, stream)
-            handler = batch_handler(
-                registry,
-                deliverer,
-                functools.partial(offsets.commit_offsets, DEFAULT_CONSUMER),
-                reconfigure,  # the deliverer's lock keeps the two queries' calls apart
-                stream,
-            )
-            queries.append(start_query(spark, settings, handler, stream))
+            queries.append(start_query(spark, settings, batch_handler(stream, activity), stream))
         query, bucket_query = queries
+        for running in queries:
+            wait_until_started(running, stop)
         if on_started is not None:
             on_started(query)
         failure: BaseException | None
@@ -267,12 +289,16 @@ def run(
                     break
                 if not bucket_query.isActive:
                     break
-                if reconfigure is not None:  # also when no batch comes: removed topics go
-                    try:
-                        reconfigure()
-                    except Exception as e:  # the database away: the next batch fails
-                        log.warning("cannot reload the eventing configuration: %s", e)
-                deliverer.drain_for(settings.drain_interval_s)
+                try:
+                    if queues.due():
+                        drain(spark, setup, settings.drain_interval_s)
+                        activity.ran()
+                    queues.update_lengths()
+                    if activity.quiet():
+                        warm(spark, setup)
+                        activity.ran()
+                except sa.exc.SQLAlchemyError as e:  # the database away: the batches fail
+                    log.warning("cannot read the retry queues: %s", str(e).splitlines()[0])
             failure = query.exception() or bucket_query.exception()
         except (StreamingQueryException, Py4JError, ConnectionError) as e:
             failure = e
@@ -293,7 +319,7 @@ def run(
             except (Py4JError, ConnectionError) as e:
                 log.warning("Spark was gone when the query stopped: %s", type(e).__name__)
                 stopped.append(e)
-        deliverer.close()
         engine.dispose()
+        served.stop()
         if stopped and not stop.is_set() and sys.exc_info()[1] is None:
             raise stopped[0]  # unless stopping, or another failure is already on its way

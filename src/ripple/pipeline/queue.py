@@ -97,6 +97,24 @@ class RetryQueue:
         with self.engine.connect() as conn:
             return int(conn.execute(query).scalar_one())
 
+    def lengths(self) -> dict[str, int]:
+        """How many events wait in each destination's queue (those with any)."""
+        r = delivery_retries.c
+        with self.engine.connect() as conn:
+            rows = conn.execute(
+                sa.select(r.destination, sa.func.count()).group_by(r.destination)
+            ).all()
+        return {str(row[0]): int(row[1]) for row in rows}
+
+    def any_due(self, now_ns: int) -> bool:
+        """Is any queued event due for another attempt?"""
+        r = delivery_retries.c
+        with self.engine.connect() as conn:
+            found = conn.execute(
+                sa.select(r.id).where(r.next_attempt_ns <= now_ns).limit(1)
+            ).first()
+        return found is not None
+
     def destinations(self) -> list[str]:
         with self.engine.connect() as conn:
             return list(

@@ -27,11 +27,11 @@ from ripple.metabase import Metabase
 from ripple.metabase.migrate import current_revision, head_revision
 from ripple.notifications.registry import Registry
 from ripple.notifications.store import EventingStore
-from ripple.pipeline.deliver import Deliverer
 from ripple.pipeline.destinations import Destinations
-from ripple.pipeline.job import JobSettings, run
-from ripple.pipeline.queue import RetryQueue
+from ripple.pipeline.job import JobSettings, is_hadoop_path, run, worker_setup
 from ripple.pipeline.reconfigure import Reconfigurer
+from ripple.pipeline.session import is_local_master
+from ripple.pipeline.tasks import WorkerSetup
 from ripple.snapshotter import shared as shared_snapshotters
 from ripple.subscriptions.store import SubscriptionStore
 from ripple.targets.guard import DestinationGuard, set_default_guard
@@ -59,9 +59,8 @@ class Pipeline:
     job: JobSettings
     metabase: Metabase
     registry: Registry
-    destinations: Destinations
-    deliverer: Deliverer
-    reconfigurer: Reconfigurer
+    destinations: Destinations  # as the configuration says at start (the workers build theirs)
+    setup: WorkerSetup
     metrics_address: tuple[str, int] | None = None  # host, port (0: any free port)
     stop: threading.Event = field(default_factory=threading.Event)
 
@@ -83,6 +82,14 @@ class Pipeline:
             shared_snapshotters.configure(settings.snapshotters)  # snapshot:// names these
         except ValueError as e:
             raise PipelineError(str(e)) from e
+        if not is_local_master(
+            settings.spark_master
+        ) and settings.effective_database_url.startswith("sqlite"):
+            raise PipelineError(
+                f"spark.master {settings.spark_master} runs the pipeline's tasks on executors "
+                "that cannot open this machine's SQLite metabase: set RIPPLE_DATABASE_URL to a "
+                "PostgreSQL database they can reach"
+            )
         registry = Registry.from_settings(settings)
         metabase = Metabase(settings.effective_database_url, eventing=registry.is_eventing)
         try:
@@ -102,21 +109,25 @@ class Pipeline:
         except BaseException:
             metabase.dispose()
             raise
-        deliverer = Deliverer(
-            destinations.targets, RetryQueue(metabase.writer), destinations.policies
-        )
-        reconfigurer.deliverer = deliverer
         job = JobSettings(
             database_url=metabase.url.render_as_string(hide_password=False),
-            checkpoint_dir=checkpoint_dir or settings.data_dir / "checkpoint",
+            checkpoint_dir=checkpoint_dir
+            or settings.spark_checkpoint
+            or settings.data_dir / "checkpoint",
             master=settings.spark_master,
             events=settings.event_settings,
             max_records_per_batch=max_records_per_batch,
             trigger_interval=trigger_interval,
+            driver_host=settings.spark_driver_host,
         )
-        return cls(
-            settings, job, metabase, registry, destinations, deliverer, reconfigurer, metrics
+        setup = worker_setup(
+            job,
+            topics=dict(settings.topics),
+            static_routes=dict(settings.eventing_buckets),
+            guard=DestinationGuard.from_settings(settings),
+            snapshotters=settings.snapshotters,
         )
+        return cls(settings, job, metabase, registry, destinations, setup, metrics)
 
     def serve_metrics(self) -> str | None:
         """Start the Prometheus endpoint; its `host:port` (the real port if 0 was asked)."""
@@ -146,7 +157,8 @@ class Pipeline:
 
     def run(self, on_started: Callable[[StreamingQuery], Any] | None = None) -> None:
         """Run until SIGINT/SIGTERM or `stop`; raises if the query fails."""
-        self.job.checkpoint_dir.mkdir(parents=True, exist_ok=True)
+        if not is_hadoop_path(self.job.checkpoint_dir):
+            Path(self.job.checkpoint_dir).mkdir(parents=True, exist_ok=True)
 
         def started(query: StreamingQuery) -> None:
             self._stop_on_signals()
@@ -154,13 +166,6 @@ class Pipeline:
                 on_started(query)
 
         try:
-            run(
-                self.job,
-                self.registry,
-                self.deliverer,
-                self.stop,
-                started,
-                reconfigure=self.reconfigurer.check,
-            )
+            run(self.job, self.setup, self.stop, started)
         finally:
             self.metabase.dispose()

@@ -196,7 +196,28 @@ class ChangeStreamStreamReader(DataSourceStreamReader):
         # per stream partition, for the cores.
         if sum(last - first for _, first, last in ranges) <= self.single_task_records:
             return [RangePartition(ranges)] if ranges else []
+        # A change of several keys is recorded in its least key's partition: then a key's
+        # events may be in two partitions, which must be delivered by one task, in order.
+        if self._changes_several_keys(ranges):
+            return [RangePartition(ranges)]
         return [RangePartition([r]) for r in ranges]
+
+    def _changes_several_keys(self, ranges: Sequence[tuple[int, int, int]]) -> bool:
+        """Does any record in `ranges` record a change of several keys: a record of several
+        mods (DeleteObjects, lifecycle expiration), or a rename (its source and target)?"""
+        c = change_records.c
+        several = sa.or_(
+            c.mods.like('%"keys"%"keys"%'), c.transaction_tag.like('%"operation":"rename%')
+        )
+        within = sa.or_(
+            *(
+                sa.and_(c.partition == p, c.position > first, c.position <= last)
+                for p, first, last in ranges
+            )
+        )
+        query = sa.select(c.position).where(c.stream_name == self.stream, within, several)
+        with self.engine.connect() as conn:
+            return conn.execute(query.limit(1)).first() is not None
 
     def commit(self, end: Offsets) -> None:
         reader = ChangeStreamReader(self.engine, self.stream)
@@ -222,12 +243,12 @@ def read_range(
 
 
 def read_ranges(
-    url: str, stream: str, ranges: Sequence[tuple[int, int, int]]
+    database: str | sa.Engine, stream: str, ranges: Sequence[tuple[int, int, int]]
 ) -> Iterator[pa.RecordBatch]:
     """`read_range` of each (partition, start, end), one partition after another, through
-    one connection."""
+    one connection: of `database`'s pool when it is an engine, else of its own."""
     c = change_records.c
-    engine = engine_for(url)
+    engine = engine_for(database) if isinstance(database, str) else database
     try:
         with engine.connect() as conn:
             for partition, start, end in ranges:
@@ -245,7 +266,8 @@ def read_ranges(
                 for rows in result.partitions(_READ_CHUNK):
                     yield _batch(rows)
     finally:
-        engine.dispose()
+        if isinstance(database, str):
+            engine.dispose()
 
 
 def _batch(rows: Sequence[Any]) -> pa.RecordBatch:

@@ -1,0 +1,308 @@
+"""Delivery in the tasks: each Spark task reads its change records, maps them to events,
+routes and delivers them, all inside the Python worker that runs it; the driver gets the
+task's outcomes (`ripple.pipeline.outcomes`), never its events.
+
+    ripple-deliveries source, read(ranges)     in a Python worker, per task:
+      records (its stream partitions, whole transactions)
+      → events (ripple.pipeline.transform.BatchMapper), in commit order
+      → routes (ripple.pipeline.route), targets (ripple.pipeline.deliver.Deliverer)
+      → consumer offsets of its partitions, then one small batch of outcomes
+
+A worker builds its `Parts` — metabase pool, registry, targets, retry queue — from the
+pipeline's `WorkerSetup` the first time a task of that pipeline reaches it, and keeps them
+while Spark reuses the worker (`spark.python.worker.reuse`): targets are opened once per
+worker process, not per batch, and closed when Spark stops its workers (SIGHUP) or a task of
+another pipeline run reaches the worker. Every task first applies a changed eventing configuration
+(one indexed query), as the driver did before. A task returns only when each of its events is
+acknowledged or in its destination's retry queue, and Spark commits the batch's offsets only
+once every task has returned: at least once, as before. A task that Spark retries delivers
+again (the event ids stay the same; pull subscriptions store an event once).
+
+A key's events stay in one task, in commit order: a task reads whole stream partitions, a
+key's own changes are in its partition, and a batch whose records include a change of several
+keys (DeleteObjects, a prefix rename: recorded in the least key's partition) is read in one
+task (`ripple.pipeline.source`).
+
+`drain_task` gives the retry queues' due events another attempt; the driver runs it as a
+one-task Spark job when a queue has due events (docs/pipeline.md says why). The source whose
+`read()` runs `deliver_task` is `ripple.pipeline.deliveries`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import gc
+import logging
+import os
+import signal
+import threading
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from ripple.changestream.reader import ChangeStreamReader
+from ripple.events import EventSettings
+from ripple.metabase import Metabase
+from ripple.notifications.phase1 import BucketKey
+from ripple.notifications.registry import Destination, Registry
+from ripple.notifications.store import EventingStore
+from ripple.notifications.topics import Topic
+from ripple.pipeline import outcomes
+from ripple.pipeline.deliver import Deliverer, RetryPolicy
+from ripple.pipeline.destinations import Destinations
+from ripple.pipeline.queue import RetryQueue
+from ripple.pipeline.reconfigure import Reconfigurer
+from ripple.pipeline.route import route_table
+from ripple.pipeline.source import DEFAULT_CONSUMER, read_ranges
+from ripple.pipeline.transform import EVENT_SCHEMA, BatchMapper, Owners
+from ripple.snapshotter import shared as shared_snapshotters
+from ripple.snapshotter.settings import SnapshotterSettings
+from ripple.subscriptions.store import SubscriptionStore
+from ripple.targets.guard import DestinationGuard, set_default_guard
+
+__all__ = [
+    "WorkerSetup",
+    "deliver_task",
+    "drain_task",
+    "fewer_collections",
+    "in_commit_order",
+    "warm_task",
+]
+
+log = logging.getLogger(__name__)
+
+# Fixed targets instead of the eventing configuration (tests, embedding): called once per
+# worker process with its metabase.
+TargetFactory = Callable[[Metabase], Destinations]
+
+
+@dataclass(frozen=True)
+class WorkerSetup:
+    """What a Python worker needs to route and deliver; pickled with the source, so it
+    holds settings, never connections. `id` names one pipeline run: a worker keeps one set of
+    targets per id."""
+
+    id: str
+    database_url: str
+    events: EventSettings = field(default_factory=EventSettings)
+    topics: Mapping[str, Topic] = field(default_factory=dict)  # the configuration file's
+    static_routes: Mapping[BucketKey, str] = field(default_factory=dict)  # the phase-1 list
+    default_policy: RetryPolicy | None = None
+    guard: DestinationGuard | None = None
+    snapshotters: Mapping[str, SnapshotterSettings] = field(default_factory=dict)
+    # where the driver serves them (`ripple.snapshotter.shared.Served`): {name: HOST:PORT}
+    snapshotter_addresses: Mapping[str, str] = field(default_factory=dict)
+    # fixed routes and targets instead of following the eventing configuration
+    routes: Mapping[BucketKey, Sequence[Destination]] | None = None
+    targets: TargetFactory | None = None
+
+
+@dataclass
+class Parts:
+    """One pipeline's routing and delivery in one worker process."""
+
+    metabase: Metabase
+    registry: Registry
+    deliverer: Deliverer
+    owners: Owners
+    reconfigure: Callable[[], object] | None
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def close(self) -> None:
+        try:
+            self.deliverer.close()
+        finally:
+            self.owners.close()
+            self.metabase.dispose()
+
+
+_parts: dict[str, Parts] = {}
+_parts_lock = threading.Lock()
+
+
+def parts_of(setup: WorkerSetup) -> Parts:
+    """This process's parts for `setup`, built on first need. Parts of another pipeline
+    run (a restarted pipeline in the same Spark session) are closed."""
+    with _parts_lock:
+        parts = _parts.get(setup.id)
+        if parts is None:
+            for old in list(_parts):
+                _parts.pop(old).close()
+            parts = _parts[setup.id] = _build(setup)
+        return parts
+
+
+def _close_and_exit(signum: int, _frame: object) -> None:
+    """Spark's Python daemon ends its workers with SIGHUP when Spark stops: close the
+    targets (a broker sees a clean disconnect), then exit as the worker would have."""
+    with contextlib.suppress(Exception):
+        for parts in list(_parts.values()):
+            parts.close()
+    os._exit(0)
+
+
+def _build(setup: WorkerSetup) -> Parts:
+    if _in_spark_task():
+        outcomes.capture_logs()
+        if threading.current_thread() is threading.main_thread():
+            signal.signal(signal.SIGHUP, _close_and_exit)
+    if setup.guard is not None:
+        set_default_guard(setup.guard)
+    shared_snapshotters.configure(setup.snapshotters)
+    shared_snapshotters.configure_remote(setup.snapshotter_addresses)
+    registry = Registry(setup.static_routes)
+    metabase = Metabase(setup.database_url, eventing=registry.is_eventing)
+    queue = RetryQueue(metabase.writer)
+    reconfigure: Callable[[], object] | None = None
+    try:
+        if setup.targets is not None:
+            registry.replace_api(setup.routes or {})
+            built = setup.targets(metabase)
+            deliverer = Deliverer(
+                built.targets, queue, built.policies, default_policy=setup.default_policy
+            )
+        else:
+            reconfigurer = Reconfigurer(
+                setup.topics,
+                registry,
+                EventingStore(metabase),
+                SubscriptionStore(metabase),
+                setup.default_policy,
+            )
+            built = reconfigurer.initial()
+            deliverer = Deliverer(
+                built.targets, queue, built.policies, default_policy=setup.default_policy
+            )
+            reconfigurer.deliverer = deliverer
+            reconfigure = reconfigurer.check
+        deliverer.open()
+    except BaseException:
+        metabase.dispose()
+        raise
+    return Parts(metabase, registry, deliverer, Owners(setup.database_url), reconfigure)
+
+
+def _in_spark_task() -> bool:
+    from pyspark import TaskContext
+
+    return TaskContext.get() is not None
+
+
+def _batch_id() -> int:
+    """The Spark batch this task belongs to (a local property Spark gives each task of a
+    streaming batch), or -1."""
+    from pyspark import TaskContext
+
+    context = TaskContext.get()
+    value = context.getLocalProperty("streaming.sql.batchId") if context else None
+    return int(value) if value and value.lstrip("-").isdigit() else -1
+
+
+def in_commit_order(events: pa.Table) -> pa.Table:
+    """A task's events in commit order across its partitions: a key's events are in one
+    partition unless a DeleteObjects or a rename of several keys recorded one of them in its
+    least key's (then the batch is one task). A stable sort: a transaction's events keep
+    their order."""
+    return events.take(pc.sort_indices(events, [("commit_ns", "ascending")]))
+
+
+# While a task's events are handled, the collector's first generation is collected every
+# this many allocations (net of those freed) instead of Python's default 700.
+BATCH_COLLECTION_THRESHOLD = 100_000
+
+
+class _Batches:
+    """The batches being handled (tasks and drains may overlap in a process's threads),
+    and the collector threshold to put back when the last one ends."""
+
+    lock = threading.Lock()
+    running = 0
+    restore: tuple[int, ...] | None = None
+
+
+@contextlib.contextmanager
+def fewer_collections() -> Iterator[None]:
+    """Python's cyclic garbage collector runs less often while events are handled. Routing
+    and delivery make objects by the event (rows, deliveries): at the default threshold the
+    collector ran every 700 of them, its fuller passes walking the process's whole heap, a
+    fifth of a 50,000-event batch (BENCHMARKS.md). It still runs, every
+    `BATCH_COLLECTION_THRESHOLD` allocations, which limits what a long batch (a slow
+    destination) can pile up. The first of overlapping batches raises the threshold and the
+    last to end puts it back; a threshold of 0 (automatic collection off) or one already as
+    high is left as it is."""
+    with _Batches.lock:
+        _Batches.running += 1
+        if _Batches.running == 1:
+            threshold = gc.get_threshold()
+            if 0 < threshold[0] < BATCH_COLLECTION_THRESHOLD:
+                gc.set_threshold(BATCH_COLLECTION_THRESHOLD, *threshold[1:])
+                _Batches.restore = threshold
+    try:
+        yield
+    finally:
+        with _Batches.lock:
+            _Batches.running -= 1
+            if _Batches.running == 0 and _Batches.restore is not None:
+                gc.set_threshold(*_Batches.restore)
+                _Batches.restore = None
+
+
+def deliver_task(
+    setup: WorkerSetup,
+    stream: str,
+    table: str,
+    ranges: Sequence[tuple[int, int, int]],
+    batch_id: int | None = None,
+) -> pa.RecordBatch:
+    """Read, map, route and deliver the records of `ranges` ((partition, after, upto) per
+    stream partition, whole transactions); store the consumer offsets of the partitions;
+    return the task's outcomes. Raises if an event could be neither delivered nor queued
+    (the task fails, and Spark runs the batch again)."""
+    parts = parts_of(setup)
+    report = outcomes.Report()
+    with parts.lock, fewer_collections():
+        mapper = BatchMapper(parts.owners, setup.events, table)
+        mapped = [mapper.map(b) for b in read_ranges(parts.metabase.engine, stream, ranges)]
+        mapper.finish()
+        events = in_commit_order(pa.Table.from_batches(mapped, schema=EVENT_SCHEMA))
+        report.events = events.num_rows
+        with parts.deliverer.exclusive():  # routes and targets stay as they are until delivered
+            if parts.reconfigure is not None:
+                parts.reconfigure()
+            parts.deliverer.refresh_failing()
+            routed = route_table(
+                events, parts.registry, _batch_id() if batch_id is None else batch_id
+            )
+            parts.deliverer.deliver(routed.by_topic)
+        report.newest_commit_ns = routed.newest_commit_ns
+        report.positions = {partition: upto for partition, _, upto in ranges}
+        if report.positions:
+            reader = ChangeStreamReader(
+                parts.metabase.engine, stream, write_engine=parts.metabase.writer
+            )
+            reader.commit_offsets(DEFAULT_CONSUMER, report.positions)
+    return report.batch()
+
+
+def warm_task(setup: WorkerSetup) -> pa.RecordBatch:
+    """Build this worker's parts (imports, metabase pool, targets) before any event needs
+    them; outcomes with a `worker` row holding its process id."""
+    report = outcomes.Report()
+    parts_of(setup)
+    report.worker = os.getpid()
+    return report.batch()
+
+
+def drain_task(setup: WorkerSetup, budget_s: float) -> pa.RecordBatch:
+    """Give the retry queues' due events another attempt for up to `budget_s`; the
+    outcomes."""
+    parts = parts_of(setup)
+    report = outcomes.Report()
+    with parts.lock:
+        with parts.deliverer.exclusive():
+            if parts.reconfigure is not None:
+                parts.reconfigure()
+        parts.deliverer.drain_for(budget_s)
+    return report.batch()
