@@ -47,17 +47,18 @@ from rich.console import Console
 
 import ripple
 from common import progress_bar  # bench/common.py
-from pipeline import TOPIC, database, fill_puts, make_world  # bench/pipeline.py
 from ripple.changestream.reader import DEFAULT_STREAM, ChangeStreamReader
 from ripple.events import EventSettings
 from ripple.metabase import Metabase
 from ripple.notifications.registry import Destination, Registry
-from ripple.pipeline.job import in_commit_order, spark_session
 from ripple.pipeline.route import route_table
+from ripple.pipeline.session import spark_session
 from ripple.pipeline.source import SPARK_SCHEMA, RangePartition, read_ranges
+from ripple.pipeline.tasks import in_commit_order
 from ripple.pipeline.transform import EVENT_SCHEMA, SPARK_EVENT_SCHEMA, events_of_batches
 from ripple.subscriptions.schema import subscription_events
 from ripple.subscriptions.store import SubscriptionStore
+from world import TOPIC, database, fill_puts, make_world  # bench/world.py
 
 console = Console(stderr=True)
 if not console.is_terminal:  # a log file: wide enough for the lines

@@ -36,21 +36,19 @@ Rounds alternate which of the two goes first; the figures are medians over --rou
 The CPU seconds of this process and of the broker (and of the MQTT subscriber) are read
 from /proc around each timed run: that says where the time goes.
 
-(b) The pipeline. A bucket with eventing has N PUTs committed up front (one transaction and
-one change record each, as bench/pipeline.py does, whose helpers this reuses); its topic is
-configured as in ripple.toml:
-    [topics."projects/bench/topics/events"]
+(b) The pipeline. A bucket with eventing has N PUTs committed up front into a fresh
+PostgreSQL metabase (one transaction and one change record each, by bench/pipeline.py's
+filler); its topic is configured as in ripple.toml:
+    [topics."projects/ripple-bench/topics/pull"]
     push-endpoint = "amqp://127.0.0.1"
     amqp-exchange = "<a fresh exchange>"
-and built by `ripple.pipeline.destinations` as `ripple pipeline run` builds it (its AMQP
-target and its pull subscriptions, of which it has none). The pipeline (Spark, in a thread of
-this process, fresh checkpoint, maxRecordsPerBatch --max-records) then runs over the records
-until the durable queue bound to the exchange holds all N. As in bench/pipeline.py, events/s
-count from the first micro-batch's start (Python workers warmed just before) to the broker's
-confirm of the N-th message, and "incl. start" adds Spark's session start and a cold
-pipeline start. Baselines of the same run: the same pipeline over the same records into a
-target that acknowledges everything (what Spark and the Python stages allow), and the AMQP
-target alone from (a).
+and `ripple pipeline run` (--master, a fresh checkpoint, the consumer offsets at the
+backlog's start) delivers them from its tasks until the durable queue bound to the exchange
+holds all N. Events/s count from the first task's delivery (its offsets stored: Spark and
+the Python workers started) to the N-th message in the queue; "incl. start" counts from the
+process's start. Baseline of the same run: the same pipeline over the same records into a
+pull-only topic without subscriptions (what Spark and the Python stages allow; done when the
+consumer offsets reach the stream's end), and the AMQP target alone from (a).
 
 Before measuring, the benchmark waits (at most --quiet-wait seconds) until no other
 benchmark or test run (tests restart the brokers) runs and the load average is below
@@ -60,7 +58,7 @@ The last line printed is one JSON object:
  "redis_events_per_s": …, "pipeline_amqp_events_per_s": …, …}
 
     .venv/bin/python bench/targets.py [--events 100000] [--batch 10000] [--rounds 3]
-        [--targets amqp,nats,mqtt,redis,pipeline] [--database postgresql|sqlite] [--quick]
+        [--targets amqp,nats,mqtt,redis,pipeline] [--master local[2]] [--quick]
 """
 
 from __future__ import annotations
@@ -77,7 +75,6 @@ import sys
 import tempfile
 import threading
 import time
-import tomllib
 import uuid
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
@@ -1153,119 +1150,96 @@ def median_cpu(ms: Sequence[Measured]) -> dict[str, float]:
 
 def bench_pipeline(args: argparse.Namespace) -> dict[str, Any]:
     """The pipeline over N committed PUTs into the AMQP topic (see the module docstring)."""
+    import sqlalchemy as sa
+
     import pipeline as pb  # bench/pipeline.py: bench/ is on sys.path
-    from ripple.notifications.topics import parse_topics
-    from ripple.pipeline import job
-    from ripple.pipeline.destinations import build, topics_in_use
+    from common import fresh_postgres_database
+    from ripple.subscriptions.store import SubscriptionStore
 
     n = args.events
-    ns = argparse.Namespace(
-        master=args.master, max_records=args.max_records, checkpoint_root=args.checkpoint_root
-    )
-    profiler = pb.Profiler(False)
-    start = time.perf_counter()
-    spark = job.spark_session(args.master, pb.spark_conf())
-    session_start_s = time.perf_counter() - start
-    console.print(f"pipeline: SparkSession ({args.master}) started in {session_start_s:.1f} s")
-    try:
-        with pb.database(args.database) as url:
-            world = pb.make_world(url, 1, False, False)
-            world.store.delete(pb.SUBSCRIPTION)  # the topic pushes to AMQP, nothing pulls
-            route = AmqpRoute(pb.TOPIC, "v1")
-            try:
-                route.declare()
-                toml = (
-                    f'[topics."{pb.TOPIC}"]\npush-endpoint = "amqp://{HOST}"\n'
-                    f'amqp-exchange = "{route.exchange}"\n'
-                )
-                console.print(f"pipeline: ripple.toml:\n{toml}", markup=False)
-                topics = topics_in_use(parse_topics(tomllib.loads(toml)["topics"]), world.registry)
-                destinations = build(topics, world.store)
-                warm_s = pb.warm_up(world, ns)
-                startup_s = session_start_s + warm_s
-                after = pb.stream_ends(world)
-                writers = args.writers or (1 if args.database == "sqlite" else 2)
-                commit_s = pb.fill_puts(world, n, writers)
-                console.print(
-                    f"pipeline: committed {n:,} PUTs in {commit_s:.1f} s ({n / commit_s:,.0f}/s,"
-                    f" {writers} writers); cold start (run() to the warm-up's delivery) "
-                    f"{warm_s:.1f} s"
-                )
-                note_others("pipeline, before the measured runs")
-                pb.rewarm(world, ns, after, n, n)
+    with (
+        tempfile.TemporaryDirectory(prefix="ripple-bench-targets-") as tmp,
+        fresh_postgres_database(
+            pb.ADMIN_URL, f"ripple_bench_targets_{uuid.uuid4().hex[:12]}"
+        ) as url,
+    ):
+        world = pb.make_world(url, Path(tmp), "http://127.0.0.1:9/unused")
+        db = pb.Metabase(url)
+        SubscriptionStore(db).delete(pb.SUBSCRIPTION)  # the topics push; nothing pulls
+        db.dispose()
+        engine = sa.create_engine(url)
+        route = AmqpRoute(pb.PULL_TOPIC, "v1")
+        try:
+            route.declare()
+            routes = (
+                f'[bucket-eventing]\nbuckets = "{world.project_id}:bench-pull:{pb.PULL_TOPIC}"\n'
+            )
+            toml = (
+                f'[topics."{pb.PULL_TOPIC}"]\npush-endpoint = "amqp://{HOST}"\n'
+                f'amqp-exchange = "{route.exchange}"\n'
+            )
+            console.print(f"pipeline: ripple.toml:\n{toml}", markup=False)
+            null_config = Path(tmp) / "null.toml"
+            null_config.write_text(
+                routes + f'[topics."{pb.PULL_TOPIC}"]\npush-endpoint = "none"\n', "utf-8"
+            )
+            amqp_config = Path(tmp) / "amqp.toml"
+            amqp_config.write_text(routes + toml, "utf-8")
+            after = pb.stream_ends(engine)
+            commit_s = pb.fill(world, n)
+            ends = pb.stream_ends(engine)
+            console.print(f"pipeline: committed {n:,} PUTs in {commit_s:.1f} s")
+            note_others("pipeline, before the measured runs")
 
-                # baseline: the same pipeline into a target that acknowledges everything
-                pb.set_consumer(world, after)
-                null = pb.TimedTarget(pb.NullTarget(), goal=n)
-                with pb.pipeline(world, {pb.TOPIC: [null]}, ns, n) as running:
-                    pb.wait_until(running, "pipeline → no destination", n, lambda: null.acked, 600)
-                assert null.done_at is not None
-                bare = pb._throughput(
-                    running, n, null.done_at, startup_s, null.publish_s, null.calls, profiler
-                )
-                console.print(
-                    f"pipeline: into a null target: {bare.events_per_s:,.0f} events/s "
-                    f"({bare.seconds:.2f} s); Spark: {bare.spark}"
-                )
-
-                # the AMQP topic, as ripple.toml configures it
-                pb.set_consumer(world, after)
-                targets = {name: list(ts) for name, ts in destinations.targets.items()}
-                push = targets[pb.TOPIC]
-                timed = pb.TimedTarget(push[0], goal=n)
-                push[0] = timed
-                beam = pids_named("beam.smp")
-                db_pids = pids_named("postgres") if args.database == "postgresql" else []
-                meter = CpuMeter(
-                    {
-                        "driver": self_pid,
-                        "spark_jvm_and_workers": lambda: descendants(os.getpid()),
-                        "broker": lambda: beam,
-                        "database": lambda: db_pids,
-                    }
-                )
-                meter.start()
-                with pb.pipeline(world, targets, ns, n) as running:
+            def measured(name: str, config: Path, done: Callable[[], bool]) -> tuple[float, float]:
+                """(events/s from the first task's delivery, events/s from the start)"""
+                pb.reset(world, engine, after)
+                with pb.pipeline_process(world, args.master, name, config) as process:
+                    started = time.monotonic()
                     pb.wait_until(
-                        running, "pipeline → AMQP: confirmed", n, lambda: timed.acked, 900
+                        process, f"{name}: the first task", lambda: _delivered(engine, after), 600
                     )
-                    cpu = meter.stop()
-                depth = wait_count(route.depth, n)
-                if depth != n:
-                    raise RuntimeError(f"pipeline: the queue holds {depth:,} messages, not {n:,}")
-                assert timed.done_at is not None
-                t = pb._throughput(
-                    running, n, timed.done_at, startup_s, timed.publish_s, timed.calls, profiler
-                )
-            finally:
-                route.delete()
-                world.db.dispose()
-    finally:
-        spark.stop()
+                    first, first_count = time.monotonic(), _delivered(engine, after)
+                    pb.wait_until(process, f"{name}: every event", done, 1800)
+                    end = time.monotonic()
+                rest = n - first_count
+                return (rest / (end - first) if rest else n / (end - started)), end - started
+
+            bare, bare_total = measured(
+                "null", null_config, lambda: pb.delivered_to_the_end(engine, ends)
+            )
+            console.print(f"pipeline: into a pull-only topic: {bare:,.0f} events/s")
+            rate, total = measured("amqp", amqp_config, lambda: route.depth() >= n)
+            depth = wait_count(route.depth, n)
+            if depth != n:
+                raise RuntimeError(f"pipeline: the queue holds {depth:,} messages, not {n:,}")
+        finally:
+            route.delete()
+            engine.dispose()
     console.print(
-        f"pipeline → AMQP: {t.events_per_s:,.0f} events/s ({t.seconds:.2f} s from the first "
-        f"batch's start; {t.events_per_s_incl_startup:,.0f} events/s incl. start); the queue "
-        f"holds {depth:,}; AMQP publish {t.publish_s:.2f} s in {t.publish_calls} calls; "
-        f"Spark: {t.spark}; CPU s: {cpu}"
+        f"pipeline → AMQP: {rate:,.0f} events/s from the first stored offset; "
+        f"{n / total:,.0f} events/s incl. start; the queue holds {depth:,}"
     )
     return {
-        "events_per_s": round(t.events_per_s, 1),
-        "events_per_s_incl_startup": round(t.events_per_s_incl_startup, 1),
-        "seconds": round(t.seconds, 2),
-        "null_target_events_per_s": round(bare.events_per_s, 1),
-        "null_target_seconds": round(bare.seconds, 2),
-        "amqp_publish_s": round(t.publish_s, 2),
-        "amqp_publish_calls": t.publish_calls,
-        "spark": t.spark,
-        "null_target_spark": bare.spark,
-        "cpu_s": cpu,
+        "events_per_s": round(rate, 1),
+        "events_per_s_incl_startup": round(n / total, 1),
+        "null_target_events_per_s": round(bare, 1),
+        "null_target_events_per_s_incl_startup": round(n / bare_total, 1),
         "queue_depth": depth,
-        "database": args.database,
+        "database": "postgresql",
         "commit_s": round(commit_s, 1),
-        "spark_session_start_s": round(session_start_s, 2),
-        "pipeline_cold_start_s": round(warm_s, 2),
-        "max_records_per_batch": args.max_records,
+        "master": args.master,
     }
+
+
+def _delivered(engine: Any, after: dict[int, int]) -> int:
+    """How many records past `after` the consumer offsets say were delivered (one event each:
+    the fill's PUTs)."""
+    from ripple.changestream.reader import ChangeStreamReader
+    from ripple.pipeline.source import DEFAULT_CONSUMER
+
+    offsets = ChangeStreamReader(engine).offsets(DEFAULT_CONSUMER)
+    return sum(max(0, offsets.get(p, 0) - position) for p, position in after.items())
 
 
 # --- report --------------------------------------------------------------------------------
@@ -1359,26 +1333,7 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument(
         "--warm", type=int, default=200, help="untimed deliveries before each run (200)"
     )
-    parser.add_argument(
-        "--database",
-        choices=("postgresql", "sqlite"),
-        default="postgresql",
-        help="the pipeline's metabase: a fresh PostgreSQL database on 127.0.0.1 (default), "
-        "or SQLite in a temporary directory",
-    )
-    parser.add_argument(
-        "--writers", type=int, default=0, help="pipeline: fill writer processes (0: SQLite 1, PG 2)"
-    )
     parser.add_argument("--master", default="local[2]", help="pipeline: Spark master")
-    parser.add_argument(
-        "--max-records",
-        type=int,
-        default=50_000,
-        help="pipeline: maxRecordsPerBatch (50000, the `ripple pipeline run` default)",
-    )
-    parser.add_argument(
-        "--checkpoint-root", default=None, help="pipeline: where the fresh checkpoints go"
-    )
     parser.add_argument(
         "--quiet-wait",
         type=float,
