@@ -25,7 +25,7 @@ from tests.conftest import ADMIN_URL, fresh_postgres_database
 from tests.gateway.test_serve import credentials
 from tests.pipeline.cluster import StandaloneCluster, python_without_ripple, standalone_cluster
 from tests.pipeline.conftest import wait_for
-from tests.receiver import Receiver
+from tests.receiver import Receiver, receiver
 from tests.ripple_process import RIPPLE, RippleProcess, environment, table_rows
 
 pytestmark = pytest.mark.postgresql
@@ -130,9 +130,7 @@ def keyed(records: list[dict[str, Any]], bucket: str) -> list[tuple[str, str]]:
 def test_writes_through_the_gateway_reach_a_webhook_and_a_subscription_from_the_executors(
     deployment: Deployment,
 ) -> None:
-    hook = Receiver()
-    up = deployment.up()
-    try:
+    with receiver() as hook, deployment.up() as up:
         state = deployment.cluster.state()
         [app] = [a for a in state["activeapps"] if a["name"] == "ripple-pipeline"]
         assert app["cores"] == 2  # both one-core workers run its executors
@@ -188,10 +186,6 @@ def test_writes_through_the_gateway_reach_a_webhook_and_a_subscription_from_the_
         time.sleep(1)  # anything extra would have come with them
         pulled = deployment.pulled("inbox")
         assert up.interrupt() == 0, up.stderr[-3000:]
-    finally:
-        if up.process.poll() is None:
-            up.kill()
-        hook.close()
 
     for records in (hook.records(), pulled):
         assert keyed(records, "files") == expected_files
@@ -226,25 +220,20 @@ def delivered_keys(hook: Receiver) -> Counter[str]:
 
 
 def test_a_worker_killed_mid_stream_loses_nothing(deployment: Deployment) -> None:
-    hook = Receiver()
-    up = deployment.up()
     try:
-        s3 = notified_bucket(deployment, up, "survivors", hook)
-        keys = write_keys(s3, "survivors", "before", 100)
-        wait_for(lambda: len(hook.records()) >= 20, "events flow", DELIVERY_TIMEOUT_S)
-        victim = deployment.cluster.workers[0]
-        deployment.cluster.kill_worker(victim)
-        keys += write_keys(s3, "survivors", "after", 100)
-        wait_for(
-            lambda: set(delivered_keys(hook)) >= set(keys),
-            "every event after the worker's death",
-            DELIVERY_TIMEOUT_S,
-        )
-        assert up.interrupt() == 0, up.stderr[-3000:]
-    finally:
-        if up.process.poll() is None:
-            up.kill()
-        hook.close()
+        with receiver() as hook, deployment.up() as up:
+            s3 = notified_bucket(deployment, up, "survivors", hook)
+            keys = write_keys(s3, "survivors", "before", 100)
+            wait_for(lambda: len(hook.records()) >= 20, "events flow", DELIVERY_TIMEOUT_S)
+            deployment.cluster.kill_worker(deployment.cluster.workers[0])
+            keys += write_keys(s3, "survivors", "after", 100)
+            wait_for(
+                lambda: set(delivered_keys(hook)) >= set(keys),
+                "every event after the worker's death",
+                DELIVERY_TIMEOUT_S,
+            )
+            assert up.interrupt() == 0, up.stderr[-3000:]
+    finally:  # the next tests get two workers again
         cluster = deployment.cluster
         cluster.workers = [w for w in cluster.workers if w.poll() is None]
         while len(cluster.workers) < 2:
@@ -255,36 +244,25 @@ def test_a_worker_killed_mid_stream_loses_nothing(deployment: Deployment) -> Non
 
 
 def test_the_driver_killed_then_restarted_loses_nothing(deployment: Deployment) -> None:
-    hook = Receiver()
-    first = deployment.up()
-    try:
-        s3 = notified_bucket(deployment, first, "restarts", hook)
-        keys = write_keys(s3, "restarts", "first", 60)
-        wait_for(lambda: len(hook.records()) >= 10, "events flow", DELIVERY_TIMEOUT_S)
-        first.kill()  # the gateway, the driver and its JVM, at once
-    finally:
-        if first.process.poll() is None:
-            first.kill()
-    second = deployment.up()
-    try:
-        s3 = deployment.s3(second)
-        keys += write_keys(s3, "restarts", "second", 20)
-        wait_for(
-            lambda: set(delivered_keys(hook)) >= set(keys),
-            "every event after the restart",
-            DELIVERY_TIMEOUT_S,
-        )
-        assert second.interrupt() == 0, second.stderr[-3000:]
-    finally:
-        if second.process.poll() is None:
-            second.kill()
-        hook.close()
+    with receiver() as hook:
+        with deployment.up() as first:
+            s3 = notified_bucket(deployment, first, "restarts", hook)
+            keys = write_keys(s3, "restarts", "first", 60)
+            wait_for(lambda: len(hook.records()) >= 10, "events flow", DELIVERY_TIMEOUT_S)
+            first.kill()  # the gateway, the driver and its JVM, at once
+        with deployment.up() as second:
+            s3 = deployment.s3(second)
+            keys += write_keys(s3, "restarts", "second", 20)
+            wait_for(
+                lambda: set(delivered_keys(hook)) >= set(keys),
+                "every event after the restart",
+                DELIVERY_TIMEOUT_S,
+            )
+            assert second.interrupt() == 0, second.stderr[-3000:]
 
 
 def test_a_webhook_down_for_20_s_loses_nothing(deployment: Deployment) -> None:
-    hook = Receiver()
-    up = deployment.up()
-    try:
+    with receiver() as hook, deployment.up() as up:
         s3 = notified_bucket(deployment, up, "outage", hook)
         hook.status = 503
         down_since = time.monotonic()
@@ -306,7 +284,3 @@ def test_a_webhook_down_for_20_s_loses_nothing(deployment: Deployment) -> None:
             DELIVERY_TIMEOUT_S,
         )
         assert up.interrupt() == 0, up.stderr[-3000:]
-    finally:
-        if up.process.poll() is None:
-            up.kill()
-        hook.close()

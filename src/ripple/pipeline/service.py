@@ -82,9 +82,8 @@ class Pipeline:
             shared_snapshotters.configure(settings.snapshotters)  # snapshot:// names these
         except ValueError as e:
             raise PipelineError(str(e)) from e
-        if not is_local_master(
-            settings.spark_master
-        ) and settings.effective_database_url.startswith("sqlite"):
+        sqlite = settings.effective_database_url.startswith("sqlite")
+        if sqlite and not is_local_master(settings.spark_master):
             raise PipelineError(
                 f"spark.master {settings.spark_master} runs the pipeline's tasks on executors "
                 "that cannot open this machine's SQLite metabase: set RIPPLE_DATABASE_URL to a "
