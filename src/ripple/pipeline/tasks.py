@@ -155,14 +155,11 @@ def _build(setup: WorkerSetup) -> Parts:
     registry = Registry(setup.static_routes)
     metabase = Metabase(setup.database_url, eventing=registry.is_eventing)
     queue = RetryQueue(metabase.writer)
-    reconfigure: Callable[[], object] | None = None
+    reconfigurer: Reconfigurer | None = None
     try:
         if setup.targets is not None:
             registry.replace_api(setup.routes or {})
             built = setup.targets(metabase)
-            deliverer = Deliverer(
-                built.targets, queue, built.policies, default_policy=setup.default_policy
-            )
         else:
             reconfigurer = Reconfigurer(
                 setup.topics,
@@ -172,15 +169,16 @@ def _build(setup: WorkerSetup) -> Parts:
                 setup.default_policy,
             )
             built = reconfigurer.initial()
-            deliverer = Deliverer(
-                built.targets, queue, built.policies, default_policy=setup.default_policy
-            )
+        deliverer = Deliverer(
+            built.targets, queue, built.policies, default_policy=setup.default_policy
+        )
+        if reconfigurer is not None:
             reconfigurer.deliverer = deliverer
-            reconfigure = reconfigurer.check
         deliverer.open()
     except BaseException:
         metabase.dispose()
         raise
+    reconfigure = reconfigurer.check if reconfigurer is not None else None
     return Parts(metabase, registry, deliverer, Owners(setup.database_url), reconfigure)
 
 
