@@ -17,7 +17,6 @@ import os
 import random
 import re
 import shutil
-import socket
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -28,6 +27,7 @@ from typing import Any
 import pytest
 
 from tests.gateway.conftest import Running, gateway, s3, services  # noqa: F401
+from tests.ports import free_port
 from tests.ripple_process import RIPPLE, RippleProcess, environment
 
 TIMEOUT = 120  # seconds for one client command
@@ -65,12 +65,6 @@ class Endpoint:
 @pytest.fixture
 def endpoint(gateway: Running) -> Endpoint:  # noqa: F811
     return Endpoint(gateway.url, gateway.key.access_key_id, gateway.secret)
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 @pytest.fixture

@@ -17,13 +17,8 @@ import pytest
 from botocore.config import Config
 
 from tests.gateway.conftest import wait_for
+from tests.ports import free_port
 from tests.ripple_process import RIPPLE, RippleProcess, environment
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def ripple(cwd: Path, *args: str) -> str:

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import os
 import signal
-import socket
 import subprocess
 import sys
 import sysconfig
@@ -22,14 +21,10 @@ from typing import Any
 import orjson
 import pyspark
 
+from tests.ports import free_port
+
 SPARK_HOME = Path(pyspark.__file__).resolve().parent
 START_TIMEOUT_S = 120.0
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def python_without_ripple(directory: Path) -> Path:

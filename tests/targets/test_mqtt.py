@@ -40,6 +40,7 @@ from ripple.targets.base import OK, Delivery, Outcome, Result
 from ripple.targets.endpoints import parse_endpoint
 from ripple.targets.mqtt import MqttTarget, from_arguments
 from tests.conftest import service_missing
+from tests.ports import free_port
 from tests.targets.conftest import delivery
 from tests.waiting import wait_for
 
@@ -64,13 +65,6 @@ def accepting(port: int = PORT) -> bool:
 
 def batch(n: int, start: int = 0) -> list[Delivery]:
     return [delivery(f"2026/photo-{i}.jpg", n=i) for i in range(start, start + n)]
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind((HOST, 0))
-        port: int = s.getsockname()[1]
-        return port
 
 
 # the independent subscriber ------------------------------------------------------------
