@@ -1,6 +1,7 @@
 """What the benchmarks share: a progress bar for long phases, a fresh PostgreSQL
-database per run (dropped afterwards), so runs never see each other's data, and the CPU
-the local PostgreSQL server has used.
+database per run (dropped afterwards), so runs never see each other's data, the CPU the
+local PostgreSQL server has used, and the CPU seconds of processes and their descendants
+from /proc.
 
 Imported as `from common import …`: running `python bench/NAME.py` puts bench/ on sys.path."""
 
@@ -10,6 +11,7 @@ import contextlib
 import os
 from collections.abc import Iterator
 from contextlib import contextmanager
+from pathlib import Path
 
 import psycopg
 import sqlalchemy as sa
@@ -71,3 +73,46 @@ def _is_postmaster(parent: int) -> bool:
             return f.read().strip() != b"postgres"
     except OSError:
         return True
+
+
+def _stat(pid: int) -> list[str] | None:
+    """The fields of /proc/PID/stat from the state on (None: the process is gone)."""
+    try:
+        text = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    return text[text.rfind(")") + 2 :].split()  # fields from the state on
+
+
+def cpu_s(pid: int) -> float:
+    """User + system CPU seconds of a process (all its threads)."""
+    fields = _stat(pid)
+    return (int(fields[11]) + int(fields[12])) / CLOCK_TICK if fields else 0.0
+
+
+def _pids() -> list[int]:
+    return [int(p.name) for p in Path("/proc").iterdir() if p.name.isdigit()]
+
+
+def pids_named(*names: str) -> list[int]:
+    found = []
+    for pid in _pids():
+        with contextlib.suppress(OSError):
+            if Path(f"/proc/{pid}/comm").read_text().strip() in names:
+                found.append(pid)
+    return found
+
+
+def descendants(root: int) -> list[int]:
+    """Every process below `root` (Spark's JVM and its Python workers)."""
+    children: dict[int, list[int]] = {}
+    for pid in _pids():
+        fields = _stat(pid)
+        if fields:
+            children.setdefault(int(fields[1]), []).append(pid)
+    out, todo = [], [root]
+    while todo:
+        for child in children.get(todo.pop(), []):
+            out.append(child)
+            todo.append(child)
+    return out

@@ -49,7 +49,12 @@ import sqlalchemy as sa
 from rich.console import Console
 from rich.table import Table
 
-from common import fresh_postgres_database, progress_bar  # bench/common.py (bench/ is on sys.path)
+from common import (  # bench/common.py (bench/ is on sys.path)
+    cpu_s,
+    descendants,
+    fresh_postgres_database,
+    progress_bar,
+)
 from receiver import Receiver, receiver_ceiling  # bench/receiver.py (bench/ is on sys.path)
 from ripple.changestream.reader import ChangeStreamReader
 from ripple.changestream.schema import change_offsets
@@ -65,6 +70,7 @@ from ripple.metabase.migrate import upgrade
 from ripple.pipeline.source import DEFAULT_CONSUMER
 from ripple.subscriptions.schema import subscription_events
 from ripple.subscriptions.store import SubscriptionStore
+from world import fill_puts  # bench/world.py (bench/ is on sys.path)
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))  # the tests' standalone-cluster launcher
@@ -91,6 +97,7 @@ class World:
     project_id: uuid.UUID
     directory: Path
     hook_url: str
+    buckets: tuple[str, ...] = ("bench-pull",)  # where `fill_puts` commits the backlog
 
 
 def make_world(url: str, directory: Path, hook_url: str) -> World:
@@ -129,43 +136,6 @@ def _eventing(_project: uuid.UUID, _bucket: str) -> bool:
     return True
 
 
-def _fill_writer(url: str, project: str, writer: int, writers: int, count: int, done: Any) -> None:
-    db = Metabase(url, eventing=_eventing)
-    project_id = uuid.UUID(project)
-    for i in range(count):
-        n = i * writers + writer
-        loc = ObjectLocation(project_id, "bench-pull", f"obj-{n:07d}")
-        commit_inline_object(db, loc, DATA, etag=ETAG)
-        with done.get_lock():
-            done.value += 1
-    db.dispose()
-
-
-def fill(world: World, events: int, writers: int = 2) -> float:
-    """Commit the backlog (one PUT per transaction); seconds taken."""
-    ctx = mp.get_context("spawn")
-    done = ctx.Value("q", 0)
-    shares = [events // writers + (1 if w < events % writers else 0) for w in range(writers)]
-    procs = [
-        ctx.Process(
-            target=_fill_writer,
-            args=(world.writer_url, str(world.project_id), w, writers, shares[w], done),
-        )
-        for w in range(writers)
-    ]
-    start = time.perf_counter()
-    with progress_bar(console) as bar:
-        task = bar.add_task(f"commit {events:,} PUTs (the backlog)", total=events)
-        for p in procs:
-            p.start()
-        while any(p.is_alive() for p in procs):
-            bar.update(task, completed=done.value)
-            time.sleep(0.2)
-    if any(p.exitcode != 0 for p in procs):
-        raise RuntimeError("a fill writer failed")
-    return time.perf_counter() - start
-
-
 def _paced_writer(
     url: str, project: str, writer: int, writers: int, rate: float, seconds: float,
     prefix: str, go: Any, start_at: Any, out: Any,
@@ -196,36 +166,9 @@ def _paced_writer(
 # --- the pipeline process ------------------------------------------------------------
 
 
-def cpu_seconds(pid: int) -> float:
-    """User + system CPU of process `pid` alone (not its children)."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-
-def descendants(pid: int) -> list[int]:
-    """The processes below `pid` (its JVM, the JVM's Python helpers, …)."""
-    children: dict[int, list[int]] = {}
-    for stat in Path("/proc").glob("[0-9]*/stat"):
-        try:
-            fields = stat.read_text().rsplit(")", 1)[1].split()
-        except OSError:
-            continue
-        children.setdefault(int(fields[1]), []).append(int(stat.parent.name))
-    found, todo = [], [pid]
-    while todo:
-        for child in children.get(todo.pop(), []):
-            found.append(child)
-            todo.append(child)
-    return found
-
-
 def tree_cpu_seconds(pid: int) -> float:
     """CPU of `pid` and every process below it, as far as they still run."""
-    total = 0.0
-    for p in [pid, *descendants(pid)]:
-        with contextlib.suppress(OSError, IndexError, ValueError):
-            total += cpu_seconds(p)
-    return total
+    return sum(cpu_s(p) for p in [pid, *descendants(pid)])
 
 
 def subscription_count(engine: sa.Engine) -> int:
@@ -343,7 +286,7 @@ def measure(
         running = time.monotonic()
         wait_until(process, "the first event", lambda: subscription_count(engine) > 0, 600)
         first_seen = time.monotonic()
-        first_count, cpu_first = subscription_count(engine), cpu_seconds(process.pid)
+        first_count, cpu_first = subscription_count(engine), cpu_s(process.pid)
         tree_first = tree_cpu_seconds(process.pid)
         with progress_bar(console) as bar:
             task = bar.add_task(f"{name}: pull {backlog:,} events", total=backlog)
@@ -355,7 +298,7 @@ def measure(
 
             wait_until(process, "every backlog event", all_stored, 1800)
         done = time.monotonic()
-        cpu_used = cpu_seconds(process.pid) - cpu_first
+        cpu_used = cpu_s(process.pid) - cpu_first
         tree_used = tree_cpu_seconds(process.pid) - tree_first
         measured = backlog - first_count
         # from the first task's events stored; a backlog one task took whole: from running
@@ -509,7 +452,7 @@ def main() -> int:
             world = make_world(url, Path(tmp), receiver.url)
             engine = sa.create_engine(url)
             start = stream_ends(engine)
-            fill_s = fill(world, args.events)
+            fill_s = fill_puts(world, args.events, 2)
             results["baselines"] = {
                 "fill_commits_per_s": round(args.events / fill_s, 1),
                 "raw_read_records_per_s": round(raw_read(engine, start), 1),

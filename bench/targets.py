@@ -95,7 +95,7 @@ from rich.console import Console
 from rich.progress import Progress
 from rich.table import Table
 
-from common import progress_bar  # bench/common.py (bench/ is on sys.path)
+from common import cpu_s, descendants, pids_named, progress_bar  # bench/common.py (on sys.path)
 from ripple.targets import amqp, mqtt
 from ripple.targets import nats as nats_target
 from ripple.targets import redis as redis_target
@@ -118,7 +118,6 @@ TARGET_AMQP_EVENTS_PER_S = 20_000
 ALL_TARGETS = ("amqp", "nats", "mqtt", "redis", "pipeline")
 # other benchmarks, and test runs (which also stop and restart the brokers)
 OTHER_WORK = r"bench/(gateway|pipeline|changestream|bulk_delete)\.py|bin/pytest|-m pytest"
-CLK_TCK = os.sysconf("SC_CLK_TCK")
 
 
 def _bar() -> Progress:
@@ -179,48 +178,6 @@ def wait_until_quiet(max_wait_s: float, max_load: float) -> dict[str, Any]:
 
 
 # --- CPU seconds from /proc ----------------------------------------------------------------
-
-
-def _stat(pid: int) -> list[str] | None:
-    try:
-        text = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return None
-    return text[text.rfind(")") + 2 :].split()  # fields from the state on
-
-
-def cpu_s(pid: int) -> float:
-    """User + system CPU seconds of a process (all its threads)."""
-    fields = _stat(pid)
-    return (int(fields[11]) + int(fields[12])) / CLK_TCK if fields else 0.0
-
-
-def _pids() -> list[int]:
-    return [int(p.name) for p in Path("/proc").iterdir() if p.name.isdigit()]
-
-
-def pids_named(*names: str) -> list[int]:
-    found = []
-    for pid in _pids():
-        with contextlib.suppress(OSError):
-            if Path(f"/proc/{pid}/comm").read_text().strip() in names:
-                found.append(pid)
-    return found
-
-
-def descendants(root: int) -> list[int]:
-    """Every process below `root` (Spark's JVM and its Python workers)."""
-    children: dict[int, list[int]] = {}
-    for pid in _pids():
-        fields = _stat(pid)
-        if fields:
-            children.setdefault(int(fields[1]), []).append(pid)
-    out, todo = [], [root]
-    while todo:
-        for child in children.get(todo.pop(), []):
-            out.append(child)
-            todo.append(child)
-    return out
 
 
 def written_bytes(pid: int) -> int:
@@ -1186,15 +1143,29 @@ def bench_pipeline(args: argparse.Namespace) -> dict[str, Any]:
             amqp_config = Path(tmp) / "amqp.toml"
             amqp_config.write_text(routes + toml, "utf-8")
             after = pb.stream_ends(engine)
-            commit_s = pb.fill(world, n)
+            commit_s = pb.fill_puts(world, n, 2)
             ends = pb.stream_ends(engine)
             console.print(f"pipeline: committed {n:,} PUTs in {commit_s:.1f} s")
             note_others("pipeline, before the measured runs")
 
-            def measured(name: str, config: Path, done: Callable[[], bool]) -> tuple[float, float]:
-                """(events/s from the first task's delivery, events/s from the start)"""
+            beam, db_pids = pids_named("beam.smp"), pids_named("postgres")
+
+            def measured(
+                name: str, config: Path, done: Callable[[], bool]
+            ) -> tuple[float, float, dict[str, float]]:
+                """(events/s from the first task's delivery, seconds from the start, CPU
+                seconds by group over the whole run)"""
                 pb.reset(world, engine, after)
                 with pb.pipeline_process(world, args.master, name, config) as process:
+                    meter = CpuMeter(
+                        {
+                            "driver": lambda: [process.pid],
+                            "spark_jvm_and_workers": lambda: descendants(process.pid),
+                            "broker": lambda: beam,
+                            "database": lambda: db_pids,
+                        }
+                    )
+                    meter.start()
                     started = time.monotonic()
                     pb.wait_until(
                         process, f"{name}: the first task", lambda: _delivered(engine, after), 600
@@ -1202,14 +1173,16 @@ def bench_pipeline(args: argparse.Namespace) -> dict[str, Any]:
                     first, first_count = time.monotonic(), _delivered(engine, after)
                     pb.wait_until(process, f"{name}: every event", done, 1800)
                     end = time.monotonic()
+                    cpu = meter.stop()
                 rest = n - first_count
-                return (rest / (end - first) if rest else n / (end - started)), end - started
+                rate = rest / (end - first) if rest else n / (end - started)
+                return rate, end - started, cpu
 
-            bare, bare_total = measured(
+            bare, bare_total, _ = measured(
                 "null", null_config, lambda: pb.delivered_to_the_end(engine, ends)
             )
             console.print(f"pipeline: into a pull-only topic: {bare:,.0f} events/s")
-            rate, total = measured("amqp", amqp_config, lambda: route.depth() >= n)
+            rate, total, cpu = measured("amqp", amqp_config, lambda: route.depth() >= n)
             depth = wait_count(route.depth, n)
             if depth != n:
                 raise RuntimeError(f"pipeline: the queue holds {depth:,} messages, not {n:,}")
@@ -1218,13 +1191,14 @@ def bench_pipeline(args: argparse.Namespace) -> dict[str, Any]:
             engine.dispose()
     console.print(
         f"pipeline → AMQP: {rate:,.0f} events/s from the first stored offset; "
-        f"{n / total:,.0f} events/s incl. start; the queue holds {depth:,}"
+        f"{n / total:,.0f} events/s incl. start; the queue holds {depth:,}; CPU s: {cpu}"
     )
     return {
         "events_per_s": round(rate, 1),
         "events_per_s_incl_startup": round(n / total, 1),
         "null_target_events_per_s": round(bare, 1),
         "null_target_events_per_s_incl_startup": round(n / bare_total, 1),
+        "cpu_s": cpu,
         "queue_depth": depth,
         "database": "postgresql",
         "commit_s": round(commit_s, 1),

@@ -130,7 +130,9 @@ def _put_writer(
 
 
 def fill_puts(world: World, events: int, writers: int) -> float:
-    """Commit `events` objects (one PUT, one event per transaction); returns seconds."""
+    """Commit `events` objects (one PUT, one event per transaction) from `writers`
+    processes; returns seconds. `world` may be any with `writer_url`, `project_id` and
+    `buckets` (bench/pipeline.py's is)."""
     ctx = mp.get_context("spawn")
     done = ctx.Value("q", 0)
     errors = ctx.Queue()
