@@ -19,7 +19,7 @@ from ripple.metabase import Metabase
 from ripple.notifications.registry import Registry
 from ripple.pipeline.deliver import RetryPolicy
 from ripple.pipeline.destinations import Destinations
-from ripple.pipeline.job import JobSettings, run, worker_setup
+from ripple.pipeline.job import LOCAL_CHECKPOINT_CONF, JobSettings, run, worker_setup
 from ripple.pipeline.queue import RetryQueue
 from ripple.pipeline.reconfigure import Reconfigurer
 from ripple.pipeline.session import spark_session
@@ -33,7 +33,7 @@ def spark() -> Iterator[SparkSession]:
     # the workers unpickle the tests' target factories: they import `tests`
     paths = [str(ROOT), *filter(None, os.environ.get("PYTHONPATH", "").split(os.pathsep))]
     os.environ["PYTHONPATH"] = os.pathsep.join(dict.fromkeys(paths))
-    session = spark_session("local[2]")
+    session = spark_session("local[2]", LOCAL_CHECKPOINT_CONF)  # the tests' are local
     yield session
     session.stop()
 

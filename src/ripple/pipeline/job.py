@@ -194,6 +194,29 @@ def checkpoint_root(settings: JobSettings) -> str:
     return str(root).rstrip("/") if is_hadoop_path(root) else str(Path(root).resolve())
 
 
+# Spark writes two small files a batch, its offset and commit logs. On the local file system
+# Hadoop's defaults (FileContext, checksummed) start six processes per file when Hadoop's
+# native library is missing, as it is from pip's PySpark: a `chmod` for the file and for its
+# .crc, a `readlink` either side of both renames; 150-190 ms of every batch on 2 busy cores.
+# A local checkpoint is written through Spark's FileSystem-based manager (a plain rename,
+# atomic on POSIX) over the raw local file system (no .crc): one `chmod`, ~30 ms a batch.
+LOCAL_CHECKPOINT_CONF = {
+    "spark.hadoop.fs.file.impl": "org.apache.hadoop.fs.RawLocalFileSystem",
+    "spark.sql.streaming.checkpointFileManagerClass": (
+        "org.apache.spark.sql.execution.streaming.checkpointing."
+        "FileSystemBasedCheckpointFileManager"
+    ),
+}
+
+
+def spark_conf(settings: JobSettings) -> dict[str, str]:
+    """The session's settings: `LOCAL_CHECKPOINT_CONF` for a checkpoint on this machine's
+    file system, then the job's own (which win)."""
+    root = checkpoint_root(settings)
+    local = not is_hadoop_path(root) or root.startswith("file:")
+    return {**(LOCAL_CHECKPOINT_CONF if local else {}), **settings.spark_conf}
+
+
 def checkpoint_of(settings: JobSettings, stream: str) -> str:
     """Where the query over `stream` keeps its checkpoint: the job's checkpoint location,
     or a subdirectory of it (Spark leaves directories it does not know alone)."""
@@ -259,7 +282,7 @@ def run(
     """Run the job until `stop` is set (or the query fails, which raises). The workers
     route and deliver by `setup`."""
     stop = stop or threading.Event()
-    spark = spark_session(settings.master, settings.spark_conf, settings.driver_host)
+    spark = spark_session(settings.master, spark_conf(settings), settings.driver_host)
     # snapshot:// archives: one process may hold a snapshotter's log, so the driver serves
     # them and the workers publish through it
     served = shared_snapshotters.Served(settings.driver_host)
