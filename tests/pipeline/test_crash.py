@@ -133,7 +133,7 @@ def why_not_delivered(
         f"the pipeline's exit code: {pipeline.process.poll()} (None: running); "
         f"consumer offsets {reader.offsets('pipeline')} of stream ends {ends}; "
         f"retry queue {queue.length()}, "
-        f"dead letters {queue.dead_count()}; pipeline log:\n{''.join(log[-60:])}"
+        f"dead letters {queue.dead_count()}; pipeline log:\n{''.join(log[-400:])}"
     )
 
 

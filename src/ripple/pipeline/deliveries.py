@@ -47,6 +47,11 @@ class DeliveryStreamReader(ChangeStreamStreamReader):
         self.setup = setup  # a pickled WorkerSetup
         self.table = table
 
+    def commit(self, end: Mapping[str, int]) -> None:
+        """Nothing to store: each task stored its partitions' consumer offsets once their
+        events were delivered (`deliver_task`), so the metabase is at `end` already. (Spark
+        calls this in the next batch's critical path: a write transaction a batch saved.)"""
+
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         from ripple.pipeline.tasks import deliver_task  # the executors' side only
 

@@ -209,13 +209,7 @@ class ChangeStreamStreamReader(DataSourceStreamReader):
         several = sa.or_(
             c.mods.like('%"keys"%"keys"%'), c.transaction_tag.like('%"operation":"rename%')
         )
-        within = sa.or_(
-            *(
-                sa.and_(c.partition == p, c.position > first, c.position <= last)
-                for p, first, last in ranges
-            )
-        )
-        query = sa.select(c.position).where(c.stream_name == self.stream, within, several)
+        query = sa.select(c.position).where(c.stream_name == self.stream, _within(ranges), several)
         with self.engine.connect() as conn:
             return conn.execute(query.limit(1)).first() is not None
 
@@ -246,20 +240,29 @@ def read_ranges(
     database: str | sa.Engine, stream: str, ranges: Sequence[tuple[int, int, int]]
 ) -> Iterator[pa.RecordBatch]:
     """`read_range` of each (partition, start, end), one partition after another, through
-    one connection: of `database`'s pool when it is an engine, else of its own."""
+    one connection: of `database`'s pool when it is an engine, else of its own. Ranges of
+    at most `_READ_CHUNK` records in all (a trickle's batch) are one query fetched at once;
+    larger ones are streamed, a server-side cursor per partition (its round trips cost a
+    small batch more than its records do)."""
     c = change_records.c
+    columns = [c[name] for name in ARROW_SCHEMA.names]
     engine = engine_for(database) if isinstance(database, str) else database
     try:
         with engine.connect() as conn:
+            if sum(end - start for _, start, end in ranges) <= _READ_CHUNK:
+                if ranges:
+                    rows = conn.execute(
+                        sa.select(*columns)
+                        .where(c.stream_name == stream, _within(ranges))
+                        .order_by(c.partition, c.position)
+                    ).all()
+                    if rows:
+                        yield _batch(rows)
+                return
             for partition, start, end in ranges:
                 query = (
-                    sa.select(*(c[name] for name in ARROW_SCHEMA.names))
-                    .where(
-                        c.stream_name == stream,
-                        c.partition == partition,
-                        c.position > start,
-                        c.position <= end,
-                    )
+                    sa.select(*columns)
+                    .where(c.stream_name == stream, _within([(partition, start, end)]))
                     .order_by(c.position)
                 )
                 result = conn.execution_options(yield_per=_READ_CHUNK).execute(query)
@@ -268,6 +271,17 @@ def read_ranges(
     finally:
         if isinstance(database, str):
             engine.dispose()
+
+
+def _within(ranges: Sequence[tuple[int, int, int]]) -> sa.ColumnElement[bool]:
+    """Records of positions (start, end] of each (partition, start, end)."""
+    c = change_records.c
+    return sa.or_(
+        *(
+            sa.and_(c.partition == p, c.position > start, c.position <= end)
+            for p, start, end in ranges
+        )
+    )
 
 
 def _batch(rows: Sequence[Any]) -> pa.RecordBatch:
