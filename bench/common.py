@@ -46,6 +46,13 @@ def fresh_postgres_database(admin_url: str, name: str) -> Iterator[str]:
 CLOCK_TICK = os.sysconf("SC_CLK_TCK")
 
 
+def machine_cpu_s() -> float:
+    """CPU seconds the whole machine has spent outside idle and I/O wait (/proc/stat)."""
+    with open("/proc/stat") as f:
+        fields = [int(v) for v in f.readline().split()[1:]]
+    return (sum(fields) - fields[3] - fields[4]) / os.sysconf("SC_CLK_TCK")
+
+
 def postgres_cpu_s() -> float:
     """CPU seconds of the local PostgreSQL server: every live `postgres` process, plus what
     the postmaster collected from its children that ended (backends closed by the

@@ -32,7 +32,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import statistics
 import threading
 import time
@@ -46,7 +45,7 @@ from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
 from rich.console import Console
 
 import ripple
-from common import progress_bar  # bench/common.py
+from common import machine_cpu_s, progress_bar  # bench/common.py
 from ripple.changestream.reader import DEFAULT_STREAM, ChangeStreamReader
 from ripple.events import EventSettings
 from ripple.metabase import Metabase
@@ -67,13 +66,6 @@ CORES = 2
 TARGET_EVENTS_PER_S = 50_000
 BUDGET_US = CORES * 1e6 / TARGET_EVENTS_PER_S  # CPU µs per event at the target
 CASES = ("spark-only", "source", "transform", "batch", "fused", "executors", "halves", "own-code")
-
-
-def busy_cpu_s() -> float:
-    """CPU seconds the whole machine has spent outside idle and I/O wait."""
-    with open("/proc/stat") as f:
-        fields = [int(v) for v in f.readline().split()[1:]]
-    return (sum(fields) - fields[3] - fields[4]) / os.sysconf("SC_CLK_TCK")
 
 
 class RecordsSource(DataSource):
@@ -306,9 +298,9 @@ def run_cases(
             for name in chosen:
                 with world.db.engine.begin() as conn:
                     conn.execute(subscription_events.delete())
-                cpu, start = busy_cpu_s(), time.perf_counter()
+                cpu, start = machine_cpu_s(), time.perf_counter()
                 rows = cases[name]()
-                wall, used = time.perf_counter() - start, busy_cpu_s() - cpu
+                wall, used = time.perf_counter() - start, machine_cpu_s() - cpu
                 if rows != events:
                     raise RuntimeError(f"{name}: {rows} rows, expected {events}")
                 if attempt:

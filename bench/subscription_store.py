@@ -27,6 +27,7 @@ import statistics
 import sys
 import time
 from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import Any
 
 import psycopg
@@ -34,12 +35,15 @@ import sqlalchemy as sa
 from rich.console import Console
 from rich.table import Table
 
-from common import fresh_postgres_database, progress_bar  # bench/common.py
+from common import fresh_postgres_database, machine_cpu_s, progress_bar  # bench/common.py
 from ripple.metabase import Metabase
 from ripple.metabase.migrate import upgrade
 from ripple.subscriptions.schema import subscriptions
 from ripple.subscriptions.store import SubscriptionStore
 from ripple.targets.base import Delivery
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the tests' event records
+from tests.subscriptions import delivery, s3_event
 
 console = Console(stderr=True)
 ADMIN_URL = "postgresql://postgres@127.0.0.1:5432/postgres"
@@ -47,48 +51,16 @@ TOPIC = "projects/bench/topics"  # one topic per case and round: TOPIC/<name>
 CASES = ("store", "replay", "before")
 
 
-def machine_cpu_s() -> float:
-    """CPU seconds the whole machine has spent outside idle and I/O wait."""
-    with open("/proc/stat") as f:
-        fields = [int(v) for v in f.readline().split()[1:]]
-    return (sum(fields) - fields[3] - fields[4]) / os.sysconf("SC_CLK_TCK")
-
-
 def deliveries(first: int, count: int) -> list[Delivery]:
-    out = []
-    for n in range(first, first + count):
-        key = f"photos/2026/11/{n:08d}.jpg"
-        record = {
-            "eventVersion": "2.1",
-            "eventSource": "ripple:s3",
-            "awsRegion": "us-east-1",
-            "eventTime": "2026-11-27T10:15:30.123Z",
-            "eventName": "ObjectCreated:Put",
-            "userIdentity": {"principalId": "AKIAUSER1"},
-            "requestParameters": {"sourceIPAddress": "127.0.0.1"},
-            "responseElements": {
-                "x-amz-request-id": f"{n:016X}",
-                "x-amz-id-2": "FMyUVURIY8/IgAtTv8xRjskZQpcIZ9KG4V5Wp6S7S",
-            },
-            "s3": {
-                "s3SchemaVersion": "1.0",
-                "configurationId": "ObjectEvents",
-                "bucket": {
-                    "name": "photos",
-                    "ownerIdentity": {"principalId": "1PublicProjectIdOfPhotos"},
-                    "arn": "arn:aws:s3:::photos",
-                },
-                "object": {
-                    "key": key,
-                    "size": 1234,
-                    "eTag": "d41d8cd98f00b204e9800998ecf8427e",
-                    "sequencer": f"18EA07F04CD9E115{n:08X}",
-                },
-            },
-        }
-        attributes = {"eventName": "ObjectCreated:Put", "bucket": "photos", "key": key}
-        out.append(Delivery.of(f"evt-{n:09d}", record, attributes, 7))
-    return out
+    """`count` S3 put event records as the pipeline makes them (the tests' own), event ids
+    `evt-<n>` from `first`."""
+    return [
+        delivery(
+            s3_event(f"photos/2026/11/{n:08d}.jpg", sequencer=f"18EA07F04CD9E115{n:08X}"),
+            f"evt-{n:09d}",
+        )
+        for n in range(first, first + count)
+    ]
 
 
 def store_before(db: Metabase, topic: str, batch: Sequence[Delivery]) -> int:
