@@ -8,9 +8,9 @@ workers idle for a minute), one event is committed and timed from its commit; th
 one a second for `--steady` seconds gives the baseline of the same run.
 
 The last line is one JSON object:
-{"startup_last_event_after_running_s", "after_idle_s", "steady_p50_s", "steady_max_s", …}
+{"startup_last_event_after_running_s", "after_idle_s", "idle_tree_cpu", "steady_p50_s", …}
 
-    .venv/bin/python bench/startup.py [--idle 70] [--steady 10]
+    .venv/bin/python bench/startup.py [--idle 70] [--steady 10] [--lease-seconds S]
 """
 
 from __future__ import annotations
@@ -30,7 +30,8 @@ from pathlib import Path
 
 from rich.console import Console
 
-from receiver import Receiver  # bench/receiver.py (bench/ is on sys.path)
+from common import machine_cpu_s, tree_cpu_seconds  # bench/ is on sys.path
+from receiver import Receiver
 from ripple.metabase import (
     BucketLocation,
     Metabase,
@@ -50,6 +51,9 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--idle", type=float, default=70.0, help="seconds without a change")
     parser.add_argument("--steady", type=float, default=10.0, help="seconds of one event a second")
+    parser.add_argument(
+        "--lease-seconds", default=None, help="ripple pipeline run's --lease-seconds (0: none)"
+    )
     args = parser.parse_args()
     receiver = Receiver()
     with tempfile.TemporaryDirectory(prefix="ripple-bench-startup-") as tmp:
@@ -90,7 +94,8 @@ def main() -> int:
         env["RIPPLE_SPARK_MASTER"] = "local[2]"
         started = time.monotonic()
         process = subprocess.Popen(
-            [str(RIPPLE), "--config", str(directory / "ripple.toml"), "pipeline", "run"],
+            [str(RIPPLE), "--config", str(directory / "ripple.toml"), "pipeline", "run"]
+            + ([] if args.lease_seconds is None else ["--lease-seconds", args.lease_seconds]),
             env=env,
             stdout=subprocess.PIPE,
             stderr=subprocess.DEVNULL,
@@ -121,7 +126,10 @@ def main() -> int:
             after_running = [(ns - max(commits[k], running_ns[0])) / 1e9 for k, ns in got.items()]
             console.print(f"started in {start_s:.1f} s; {len(startup_keys)} events waiting")
             console.print(f"idle for {args.idle:g} s")
+            idle_cpu = tree_cpu_seconds(process.pid), machine_cpu_s()
             time.sleep(args.idle)
+            idle_tree_cpu = (tree_cpu_seconds(process.pid) - idle_cpu[0]) / args.idle
+            idle_machine_cpu = (machine_cpu_s() - idle_cpu[1]) / args.idle
             commit("after-idle")
             idle_s = (wait_for({"after-idle"})["after-idle"] - commits["after-idle"]) / 1e9
             steady: list[float] = []
@@ -140,6 +148,9 @@ def main() -> int:
         "startup_events": len(startup_keys),
         "startup_last_event_after_running_s": round(max(after_running), 3),
         "after_idle_s": round(idle_s, 3),
+        # CPU seconds per second while idle: the pipeline's process tree, the whole machine
+        "idle_tree_cpu": round(idle_tree_cpu, 3),
+        "idle_machine_cpu": round(idle_machine_cpu, 3),
         "steady_p50_s": round(statistics.median(steady), 3),
         "steady_max_s": round(max(steady), 3),
         "run": uuid.uuid4().hex[:8],

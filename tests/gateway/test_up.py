@@ -53,12 +53,17 @@ def test_up_serves_s3_and_delivers_its_events(tmp_path: Path) -> None:
             return bool(records)
 
         wait_for(pulled, timeout=60, what="the event in the pull subscription")
+        # Spark's offset and commit logs go without Hadoop's checksum files (their writes
+        # started processes each: ripple.pipeline.job.LOCAL_CHECKPOINT_CONF); a batch (a
+        # lease, delivering for 5 s) is committed once it ends
+        checkpoint = tmp_path / ".ripple" / "checkpoint"
+        wait_for(
+            lambda: bool(list(checkpoint.glob("commits/[0-9]*"))),
+            timeout=60,
+            what="a batch committed",
+        )
         assert up.interrupt() == 0, up.stderr[-3000:]
 
-    # Spark's offset and commit logs went without Hadoop's checksum files (their writes
-    # started processes each: ripple.pipeline.job.LOCAL_CHECKPOINT_CONF)
-    checkpoint = tmp_path / ".ripple" / "checkpoint"
-    assert list(checkpoint.glob("commits/[0-9]*"))
     assert not list(checkpoint.rglob("*.crc"))
     assert len(records) == 1
     record = records[0]

@@ -167,6 +167,15 @@ class ChangeStreamReader:
             raise ChangeStreamError(f"change stream {self.stream!r} has no partition {partition}")
         return int(value)
 
+    def ends(self) -> dict[int, int]:
+        """`end` of every partition, in one query."""
+        p = change_partitions.c
+        with self.engine.connect() as conn:
+            rows = conn.execute(
+                sa.select(p.partition, p.next_position).where(p.stream_name == self.stream)
+            ).all()
+        return {row.partition: int(row.next_position) for row in rows}
+
     def offsets(self, consumer: str) -> dict[int, int]:
         """The last position `consumer` committed, per partition (absent: none yet)."""
         o = change_offsets.c

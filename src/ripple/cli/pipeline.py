@@ -25,6 +25,7 @@ def run_pipeline(
     checkpoint_dir: Path | None = None,
     max_records_per_batch: int = 50_000,
     trigger_interval: str = "0 seconds",
+    lease_s: float = 5.0,
     table: Table | None = None,
 ) -> None:
     """Build the pipeline, print where everything is, run it until Ctrl-C or SIGTERM."""
@@ -40,6 +41,7 @@ def run_pipeline(
             metrics_address=metrics_address,
             max_records_per_batch=max_records_per_batch,
             trigger_interval=trigger_interval,
+            lease_s=lease_s,
         )
     except PipelineError as e:
         raise click.ClickException(str(e)) from e
@@ -111,6 +113,14 @@ def pipeline() -> None:
     show_default=True,
     help="Time between micro-batch starts (0: the next starts when one ends).",
 )
+@click.option(
+    "--lease-seconds",
+    type=click.FloatRange(0, 3600),
+    default=5.0,
+    show_default=True,
+    help="A trickle of changes is delivered by one task that follows the stream this long "
+    "(milliseconds after each commit); 0: a micro-batch per handful of changes (~0.3 s each).",
+)
 @click.pass_context
 def pipeline_run(
     ctx: click.Context,
@@ -118,6 +128,7 @@ def pipeline_run(
     checkpoint: Path | None,
     max_records_per_batch: int,
     trigger_interval: str,
+    lease_seconds: float,
 ) -> None:
     """Run the eventing job until Ctrl-C (or SIGTERM).
 
@@ -138,4 +149,5 @@ def pipeline_run(
         checkpoint_dir=checkpoint,
         max_records_per_batch=max_records_per_batch,
         trigger_interval=trigger_interval,
+        lease_s=lease_seconds,
     )

@@ -11,15 +11,22 @@ pickled, as bytes, and is unpickled (once per worker process) by the first task.
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 from pyspark import cloudpickle  # Spark's own copy, as it pickles functions
 from pyspark.sql.datasource import DataSourceStreamReader, InputPartition
+from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadLimit
 
+from ripple.changestream.reader import ChangeStreamReader
 from ripple.pipeline.outcomes import SPARK_OUTCOME_SCHEMA
-from ripple.pipeline.source import ChangeStreamSource, ChangeStreamStreamReader, RangePartition
+from ripple.pipeline.source import (
+    ChangeStreamSource,
+    ChangeStreamStreamReader,
+    Offsets,
+    RangePartition,
+)
 
 if TYPE_CHECKING:
     from ripple.pipeline.tasks import WorkerSetup
@@ -27,6 +34,14 @@ if TYPE_CHECKING:
 __all__ = ["DELIVERIES", "DeliverySource", "delivery_source"]
 
 DELIVERIES = "ripple-deliveries"
+# Offsets are stream partitions' positions, and two counters that make a batch of the
+# same positions a new one: a lease's, and a batch run again from the consumer's offsets.
+LEASE = "lease"
+AGAIN = "again"
+
+
+def _positions(offsets: Offsets) -> Offsets:
+    return {k: v for k, v in offsets.items() if k not in (LEASE, AGAIN)}
 
 
 _setups: dict[bytes, WorkerSetup] = {}  # digest of the pickled setup -> the setup
@@ -39,13 +54,71 @@ def _setup_of(pickled: bytes) -> WorkerSetup:
     return _setups[digest]
 
 
+class LeasePartition(InputPartition):
+    """One task that delivers what the stream receives for `seconds` (`lease_task`)."""
+
+    def __init__(self, seconds: float, most_records: int) -> None:
+        super().__init__((seconds, most_records))
+        self.seconds = seconds
+        self.most_records = most_records
+
+
 class DeliveryStreamReader(ChangeStreamStreamReader):
-    """The change-stream reader whose tasks deliver."""
+    """The change-stream reader whose tasks deliver.
+
+    With a lease (`leaseSeconds` > 0) a trickle is not a batch per handful of records: when
+    at most a single task's records wait, the batch is one lease task that delivers what
+    arrives for that long, a few milliseconds after each commit, so an event waits for
+    neither Spark's planning nor its checkpoint writes (~0.2-0.3 s a batch). The lease's
+    offsets are the delivered positions it started from, with a lease counter that makes
+    each lease a new batch; what a lease delivered is in the consumer offsets, where the
+    next batch starts (`partitions` and `latestOffset` both start from them). A backlog is
+    planned as before, a task per stream partition."""
 
     def __init__(self, options: Mapping[str, str], setup: bytes, table: str) -> None:
         super().__init__(options)
         self.setup = setup  # a pickled WorkerSetup
         self.table = table
+        lease = {k.lower(): v for k, v in options.items()}.get("leaseseconds", "0")
+        self.lease_s = float(lease)
+        if not 0 <= self.lease_s <= 3600:
+            raise ValueError("option leaseSeconds must be from 0 (no lease) to 3600")
+
+    def _begin(self, start: Offsets) -> Offsets:
+        """Where the next batch starts: the consumer's offsets, which the tasks store once
+        delivered; `start` (Spark's) only for a partition without one (a stream read from
+        its end). Spark's may be ahead of them, for a batch cancelled at a stop that Spark
+        committed anyway, or behind, for a lease."""
+        begin = _positions(start)
+        delivered = ChangeStreamReader(self.engine, self.stream).offsets(self.consumer)
+        begin.update({str(partition): position for partition, position in delivered.items()})
+        return begin
+
+    def latestOffset(self, start: Offsets, limit: ReadLimit) -> Offsets:
+        begin = self._begin(start)
+        if self.lease_s > 0 and not isinstance(limit, ReadAllAvailable):
+            ends = self._ends()
+            waiting = sum(max(0, end - begin.get(k, 0)) for k, end in ends.items())
+            if waiting <= self.single_task_records:
+                return {**{k: begin.get(k, 0) for k in ends}, LEASE: start.get(LEASE, 0) + 1}
+        latest = super().latestOffset(begin, limit)
+        if latest == _positions(start) and latest != begin:
+            # records behind Spark's offsets wait (a batch cancelled at a stop, committed):
+            # the same offsets would be no batch at all
+            return {**latest, AGAIN: start.get(AGAIN, 0) + 1}
+        return latest
+
+    def partitions(self, start: Offsets, end: Offsets) -> Sequence[InputPartition]:
+        if LEASE in end and end[LEASE] != start.get(LEASE):
+            return [LeasePartition(self.lease_s, self.single_task_records)]
+        begin = self._begin(start)
+        upto = _positions(end)
+        ranges = [
+            (int(k), begin.get(k, 0), upto[k])
+            for k in sorted(upto, key=int)
+            if upto[k] > begin.get(k, 0)
+        ]
+        return self.plan(ranges)
 
     def commit(self, end: Mapping[str, int]) -> None:
         """Nothing to store: each task stored its partitions' consumer offsets once their
@@ -53,10 +126,16 @@ class DeliveryStreamReader(ChangeStreamStreamReader):
         calls this in the next batch's critical path: a write transaction a batch saved.)"""
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
-        from ripple.pipeline.tasks import deliver_task  # the executors' side only
+        from ripple.pipeline.tasks import deliver_task, lease_task  # the executors' side only
 
+        setup = _setup_of(self.setup)
+        if isinstance(partition, LeasePartition):
+            yield lease_task(
+                setup, self.stream, self.table, partition.seconds, partition.most_records
+            )
+            return
         assert isinstance(partition, RangePartition)
-        yield deliver_task(_setup_of(self.setup), self.stream, self.table, partition.ranges)
+        yield deliver_task(setup, self.stream, self.table, partition.ranges)
 
 
 class DeliverySource(ChangeStreamSource):

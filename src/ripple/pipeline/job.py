@@ -1,7 +1,8 @@
 """The eventing job: change stream → S3 events → destinations, as a Spark Structured
 Streaming query whose tasks deliver.
 
-    source ripple-deliveries (a task per stream partition, or one for a small batch):
+    source ripple-deliveries (a task per stream partition, or one for a small batch, or
+    one lease task that follows a trickle for seconds):
       each task reads, maps, routes and delivers its records (ripple.pipeline.tasks)
       → foreachBatch(handle)      the tasks' outcomes: metrics and log lines, on the driver
 
@@ -32,7 +33,7 @@ from typing import Any
 
 import pyarrow as pa
 import sqlalchemy as sa
-from py4j.protocol import Py4JError  # type: ignore[import-untyped]
+from py4j.protocol import Py4JError, Py4JJavaError  # type: ignore[import-untyped]
 from pyspark.errors import StreamingQueryException
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.streaming.query import StreamingQuery
@@ -41,6 +42,7 @@ from ripple.changestream.reader import DEFAULT_STREAM, PROJECT_STREAM
 from ripple.events import EventSettings
 from ripple.pipeline import metrics
 from ripple.pipeline.deliveries import DELIVERIES, delivery_source
+from ripple.pipeline.leases import close_leases, open_leases
 from ripple.pipeline.outcomes import SPARK_OUTCOME_SCHEMA, Summary, rows_of
 from ripple.pipeline.queue import RetryQueue
 from ripple.pipeline.session import spark_session
@@ -58,6 +60,9 @@ class JobSettings:
     events: EventSettings = field(default_factory=EventSettings)
     max_records_per_batch: int = 50_000
     trigger_interval: str = "0 seconds"  # as soon as the previous batch is done
+    # a trickle is delivered by one task that follows the stream this long (0: a batch per
+    # handful of records; ripple.pipeline.deliveries)
+    lease_s: float = 5.0
     # bucket events are rare: their query looks for new ones once a second
     bucket_trigger_interval: str = "1 second"
     drain_interval_s: float = 0.5
@@ -76,7 +81,19 @@ def batch_handler(stream: str = DEFAULT_STREAM, activity: Activity | None = None
 
     def handle(outcomes: DataFrame, batch_id: int) -> None:
         started = time.monotonic()
-        summary = Summary.of(rows_of(outcomes.toArrow()))
+        try:
+            table = outcomes.toArrow()
+        except Py4JJavaError as e:
+            if "SPARK_JOB_CANCELLED" not in str(e):
+                raise
+            # The query is stopping: a lease is cancelled at every stop. Nothing is lost if
+            # Spark commits the batch now, as the next batch starts from the consumer
+            # offsets its tasks stored (ripple.pipeline.deliveries). Raising would cost more:
+            # Spark matches a regex against the error's text, which overflows the stack on a
+            # Java stack trace and ends the query's thread without its clean-up.
+            log.debug("%s batch %d cancelled: the query is stopping", stream, batch_id)
+            return
+        summary = Summary.of(rows_of(table))
         if activity is not None:
             activity.ran()
         summary.publish()
@@ -240,6 +257,7 @@ def start_query(
         .option("stream", stream)
         .option("table", table)
         .option("maxRecordsPerBatch", str(settings.max_records_per_batch))
+        .option("leaseSeconds", str(settings.lease_s if stream == DEFAULT_STREAM else 0))
         .load()
     )
     return (
@@ -296,6 +314,7 @@ def run(
     queues = QueueWatch(engine)
     activity = Activity()
     queries: list[StreamingQuery] = []
+    leases = open_leases(engine, DEFAULT_STREAM)
     try:
         log.info("%d Python workers warmed", warm(spark, setup))
         for stream, *_ in STREAMS:
@@ -335,6 +354,10 @@ def run(
             # it again, skipping what was delivered.
             log.warning("the query ended while stopping: %s", reason)
     finally:
+        try:  # first, so that a lease ends now, not when Spark ends its worker
+            close_leases(engine, DEFAULT_STREAM, leases)
+        except sa.exc.SQLAlchemyError as e:
+            log.warning("cannot end the leases: %s", str(e).splitlines()[0])
         stopped: list[BaseException] = []
         for running in queries:  # each, even when stopping another failed
             try:

@@ -73,6 +73,7 @@ class Pipeline:
         metrics_address: str | None = None,
         max_records_per_batch: int = 50_000,
         trigger_interval: str = "0 seconds",
+        lease_s: float = 5.0,
     ) -> Pipeline:
         metrics = None
         if metrics_address is not None:
@@ -117,6 +118,7 @@ class Pipeline:
             events=settings.event_settings,
             max_records_per_batch=max_records_per_batch,
             trigger_interval=trigger_interval,
+            lease_s=lease_s,
             driver_host=settings.spark_driver_host,
         )
         setup = worker_setup(

@@ -191,6 +191,10 @@ class ChangeStreamStreamReader(DataSourceStreamReader):
             begin = max(start.get(k, 0), delivered.get(int(k), 0))
             if end[k] > begin:
                 ranges.append((int(k), begin, end[k]))
+        return self.plan(ranges)
+
+    def plan(self, ranges: Sequence[tuple[int, int, int]]) -> Sequence[InputPartition]:
+        """The input partitions over `ranges` ((partition, after, upto), ordered)."""
         # A small batch is one task: each task costs Spark and its Python workers more than
         # a few hundred records do (the latency at a steady trickle). A large one is a task
         # per stream partition, for the cores.

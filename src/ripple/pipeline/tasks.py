@@ -23,6 +23,10 @@ key's own changes are in its partition, and a batch whose records include a chan
 keys (DeleteObjects, a prefix rename: recorded in the least key's partition) is read in one
 task (`ripple.pipeline.source`).
 
+`lease_task` is the steady trickle's task: it does the same for what the stream receives
+over a few seconds, step by step, milliseconds after each commit (`ripple.pipeline.deliveries`
+plans it; `ripple.pipeline.leases` ends it when its pipeline stops).
+
 `drain_task` gives the retry queues' due events another attempt; the driver runs it as a
 one-task Spark job when a queue has due events (docs/pipeline.md says why). The source whose
 `read()` runs `deliver_task` is `ripple.pipeline.deliveries`.
@@ -36,6 +40,7 @@ import logging
 import os
 import signal
 import threading
+import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 
@@ -52,6 +57,7 @@ from ripple.notifications.topics import Topic
 from ripple.pipeline import outcomes
 from ripple.pipeline.deliver import Deliverer, RetryPolicy
 from ripple.pipeline.destinations import Destinations
+from ripple.pipeline.leases import lease_mark
 from ripple.pipeline.queue import RetryQueue
 from ripple.pipeline.reconfigure import Reconfigurer
 from ripple.pipeline.route import route_table
@@ -68,6 +74,7 @@ __all__ = [
     "drain_task",
     "fewer_collections",
     "in_commit_order",
+    "lease_task",
     "warm_task",
 ]
 
@@ -260,28 +267,86 @@ def deliver_task(
     (the task fails, and Spark runs the batch again)."""
     parts = parts_of(setup)
     report = outcomes.Report()
+    batch = _batch_id() if batch_id is None else batch_id
+    _deliver(parts, setup, stream, table, ranges, batch, report)
+    return report.batch()
+
+
+# How often a lease looks for new records when it found none (one indexed query).
+LEASE_POLL_S = 0.02
+
+
+def lease_task(
+    setup: WorkerSetup,
+    stream: str,
+    table: str,
+    seconds: float,
+    most_records: int,
+    batch_id: int | None = None,
+) -> pa.RecordBatch:
+    """Deliver whatever the stream receives for `seconds`, from the consumer's offsets on,
+    then return the outcomes: the steady trickle's task. Every `LEASE_POLL_S` without
+    records it reads the partitions' committed ends; records up to them are final (the
+    no-skip rule), so each step reads whole transactions, delivers them in commit order,
+    and stores the consumer offsets before the next, as `deliver_task` does. It ends early
+    when more than `most_records` wait (a backlog goes to a batch of a task per stream
+    partition, which uses every core), and at once when its pipeline stopped (the lease
+    mark, `ripple.pipeline.leases`)."""
+    parts = parts_of(setup)
+    report = outcomes.Report()
+    batch = _batch_id() if batch_id is None else batch_id
+    reader = ChangeStreamReader(parts.metabase.engine, stream)
+    mark = lease_mark(reader)
+    delivered = reader.offsets(DEFAULT_CONSUMER)
+    deadline = time.monotonic() + seconds
+    while mark > 0 and lease_mark(reader) == mark:  # its pipeline runs (ripple.pipeline.leases)
+        ranges = [
+            (partition, delivered.get(partition, 0), end)
+            for partition, end in sorted(reader.ends().items())
+            if end > delivered.get(partition, 0)
+        ]
+        if sum(end - after for _, after, end in ranges) > most_records:
+            break
+        if ranges:
+            _deliver(parts, setup, stream, table, ranges, batch, report)
+            delivered.update(report.positions)
+        elif time.monotonic() >= deadline:
+            break
+        else:
+            time.sleep(LEASE_POLL_S)
+    return report.batch()
+
+
+def _deliver(
+    parts: Parts,
+    setup: WorkerSetup,
+    stream: str,
+    table: str,
+    ranges: Sequence[tuple[int, int, int]],
+    batch_id: int,
+    report: outcomes.Report,
+) -> None:
+    """`deliver_task`'s work, added to `report`."""
     with parts.lock, fewer_collections():
         mapper = BatchMapper(parts.owners, setup.events, table)
         mapped = [mapper.map(b) for b in read_ranges(parts.metabase.engine, stream, ranges)]
         mapper.finish()
         events = in_commit_order(pa.Table.from_batches(mapped, schema=EVENT_SCHEMA))
-        report.events = events.num_rows
+        report.events += events.num_rows
         with parts.deliverer.exclusive():  # routes and targets stay as they are until delivered
             if parts.reconfigure is not None:
                 parts.reconfigure()
             parts.deliverer.refresh_failing()
-            routed = route_table(
-                events, parts.registry, _batch_id() if batch_id is None else batch_id
-            )
+            routed = route_table(events, parts.registry, batch_id)
             parts.deliverer.deliver(routed.by_topic)
-        report.newest_commit_ns = routed.newest_commit_ns
-        report.positions = {partition: upto for partition, _, upto in ranges}
-        if report.positions:
+        report.newest_commit_ns = max(report.newest_commit_ns, routed.newest_commit_ns)
+        positions = {partition: upto for partition, _, upto in ranges}
+        if positions:
             reader = ChangeStreamReader(
                 parts.metabase.engine, stream, write_engine=parts.metabase.writer
             )
-            reader.commit_offsets(DEFAULT_CONSUMER, report.positions)
-    return report.batch()
+            reader.commit_offsets(DEFAULT_CONSUMER, positions)
+            report.positions.update(positions)
 
 
 def warm_task(setup: WorkerSetup) -> pa.RecordBatch:
