@@ -20,9 +20,10 @@ process reading it, what the pipeline must at least do), and the receiver's own 
 
 The last line is one JSON object:
 {"local": {"pull_events_per_s", "driver_cpu_us_per_event", "latency_p50_s", "latency_p99_s",
- …}, "standalone_1": {…}, "standalone_2": {…}, "baselines": {…}}
+ …}, "standalone_1": {…}, "standalone_2": {…}, "local_batches": {…}, "baselines": {…}}
+(`local_batches`: `local[2]` with `--lease-seconds 0`, the design before leases.)
 
-    .venv/bin/python bench/pipeline.py [--masters local,standalone_1,standalone_2]
+    .venv/bin/python bench/pipeline.py [--masters local,standalone_1,standalone_2,local_batches]
         [--events 200000] [--rate 200] [--latency-seconds 60] [--quick]
 """
 
@@ -86,7 +87,9 @@ HOOK_TOPIC = "projects/ripple-bench/topics/hook"
 SUBSCRIPTION = "bench-pull"
 ETAG = "d41d8cd98f00b204e9800998ecf8427e"
 DATA = b"x" * 64
-MASTERS = ("local", "standalone_1", "standalone_2")
+MASTERS = ("local", "standalone_1", "standalone_2", "local_batches")
+# local_batches: local[2] without leases (`--lease-seconds 0`), a micro-batch per handful of
+# changes: the design before leases, as this run's baseline
 TARGETS = {"pull_events_per_s": 50_000, "driver_cpu_us_per_event": 2.0, "latency_p99_s": 0.5}
 
 
@@ -225,6 +228,7 @@ def pipeline_process(
         [
             str(RIPPLE), "--config", str(config or config_file(world)), "pipeline", "run",
             "--checkpoint", str(world.directory / f"checkpoint-{name}"),
+            *(["--lease-seconds", "0"] if name == "local_batches" else []),
         ],
         env=env, stdout=log, stderr=subprocess.STDOUT, text=True, start_new_session=True,
     )  # fmt: skip
@@ -411,7 +415,7 @@ def raw_read(engine: sa.Engine, after: dict[int, int]) -> float:
 
 @contextmanager
 def master_for(name: str, directory: Path) -> Iterator[str]:
-    if name == "local":
+    if name.startswith("local"):
         yield "local[2]"
         return
     workers = int(name.rsplit("_", 1)[1])
