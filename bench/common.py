@@ -123,3 +123,8 @@ def descendants(root: int) -> list[int]:
             out.append(child)
             todo.append(child)
     return out
+
+
+def tree_cpu_seconds(pid: int) -> float:
+    """CPU of `pid` and every process below it, as far as they still run."""
+    return sum(cpu_s(p) for p in [pid, *descendants(pid)])

@@ -52,9 +52,9 @@ from rich.table import Table
 
 from common import (  # bench/common.py (bench/ is on sys.path)
     cpu_s,
-    descendants,
     fresh_postgres_database,
     progress_bar,
+    tree_cpu_seconds,
 )
 from receiver import Receiver, receiver_ceiling  # bench/receiver.py (bench/ is on sys.path)
 from ripple.changestream.reader import ChangeStreamReader
@@ -167,11 +167,6 @@ def _paced_writer(
 
 
 # --- the pipeline process ------------------------------------------------------------
-
-
-def tree_cpu_seconds(pid: int) -> float:
-    """CPU of `pid` and every process below it, as far as they still run."""
-    return sum(cpu_s(p) for p in [pid, *descendants(pid)])
 
 
 def subscription_count(engine: sa.Engine) -> int:
