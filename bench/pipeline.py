@@ -90,6 +90,7 @@ DATA = b"x" * 64
 MASTERS = ("local", "standalone_1", "standalone_2", "local_batches")
 # local_batches: local[2] without leases (`--lease-seconds 0`), a micro-batch per handful of
 # changes: the design before leases, as this run's baseline
+MAX_RECORDS = 0  # --max-records-per-batch, when not ripple's default
 TARGETS = {"pull_events_per_s": 50_000, "driver_cpu_us_per_event": 2.0, "latency_p99_s": 0.5}
 
 
@@ -224,6 +225,7 @@ def pipeline_process(
             str(RIPPLE), "--config", str(config or config_file(world)), "pipeline", "run",
             "--checkpoint", str(world.directory / f"checkpoint-{name}"),
             *(["--lease-seconds", "0"] if name == "local_batches" else []),
+            *(["--max-records-per-batch", str(MAX_RECORDS)] if MAX_RECORDS else []),
         ],
         env=env, stdout=log, stderr=subprocess.STDOUT, text=True, start_new_session=True,
     )  # fmt: skip
@@ -429,7 +431,12 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--rate", type=float, default=200, help="latency: commits per second")
     parser.add_argument("--latency-seconds", type=float, default=60, help="latency: how long")
     parser.add_argument("--quick", action="store_true", help="smoke: 5000 events, 10 s latency")
+    parser.add_argument(
+        "--max-records-per-batch", type=int, default=0, help="the pipeline's (default: its own)"
+    )
     args = parser.parse_args()
+    global MAX_RECORDS
+    MAX_RECORDS = args.max_records_per_batch
     args.masters = [m for m in args.masters.split(",") if m]
     unknown = set(args.masters) - set(MASTERS)
     if unknown:
