@@ -28,7 +28,7 @@ from ripple.metabase import (
 from ripple.notifications.registry import Destination, Registry
 from ripple.pipeline import source, tasks
 from ripple.pipeline.deliveries import AGAIN, LEASE, DeliveryStreamReader, LeasePartition
-from ripple.pipeline.leases import close_leases, lease_mark, open_leases
+from ripple.pipeline.leases import Lease, close_leases, lease_mark, open_leases
 from ripple.pipeline.source import DEFAULT_CONSUMER, RangePartition
 from ripple.pipeline.tasks import WorkerSetup
 from tests.pipeline.conftest import FixedTargets, wait_for
@@ -75,7 +75,7 @@ def world(db: Metabase) -> World:
 
 def test_a_trickle_is_planned_as_a_lease_from_the_delivered_positions(world: World) -> None:
     world.put("a", "b", "c")
-    reader = world.reader(leaseSeconds="5")
+    reader = world.reader(leaseSeconds="5", leaseRun="7")
     try:
         start = reader.initialOffset()
         end = reader.latestOffset(start, reader.getDefaultReadLimit())
@@ -83,7 +83,7 @@ def test_a_trickle_is_planned_as_a_lease_from_the_delivered_positions(world: Wor
         assert end == {**start, LEASE: 1}
         (part,) = reader.partitions(start, end)
         assert isinstance(part, LeasePartition)
-        assert (part.seconds, part.most_records) == (5.0, 10_000)
+        assert part.lease == Lease(7, 5.0, 10_000, start)
         after = reader.latestOffset(end, reader.getDefaultReadLimit())
         assert after[LEASE] == 2  # the next lease is another batch
     finally:
@@ -95,7 +95,7 @@ def test_a_backlog_is_planned_as_bounded_batches_not_a_lease(
 ) -> None:
     monkeypatch.setattr(source, "SINGLE_TASK_RECORDS", 2)
     world.put("a", "b", "c")
-    reader = world.reader(leaseSeconds="5")
+    reader = world.reader(leaseSeconds="5", leaseRun="1")
     try:
         start = reader.initialOffset()
         end = reader.latestOffset(start, ReadMaxRows(50_000))
@@ -142,27 +142,35 @@ def test_records_behind_the_committed_offsets_are_planned_again(world: World) ->
         reader.stop()
 
 
-@dataclass
-class Lease:
+class RunningLease:
     """`lease_task` run in a thread, as a Python worker runs it."""
 
-    world: World
-    seconds: float = 600
-    target: RecordingTarget = field(default_factory=lambda: RecordingTarget(TOPIC))
-    outcomes: list[pa.RecordBatch] = field(default_factory=list)
-
-    def __post_init__(self) -> None:
-        setup = WorkerSetup(
+    def __init__(self, world: World) -> None:
+        self.world = world
+        self.target = RecordingTarget(TOPIC)
+        self.outcomes: list[pa.RecordBatch] = []
+        self.setup = WorkerSetup(
             uuid.uuid4().hex,
-            self.world.url,
-            routes=self.world.registry.routes(),
+            world.url,
+            routes=world.registry.routes(),
             targets=FixedTargets({TOPIC: [self.target]}),
         )
-        self.thread = threading.Thread(
-            target=lambda: self.outcomes.append(
-                tasks.lease_task(setup, DEFAULT_STREAM, "objects", self.seconds, 10_000, 0)
-            )
-        )
+        self.thread: threading.Thread | None = None
+
+    def start(self, run: int, seconds: float = 600, begin: dict[str, int] | None = None) -> None:
+        lease = Lease(run, seconds, 10_000, begin or {})
+
+        def task() -> None:
+            batch = tasks.lease_task(self.setup, DEFAULT_STREAM, "objects", lease, 0)
+            self.outcomes.append(batch)
+
+        self.thread = threading.Thread(target=task)
+        self.thread.start()
+
+    def ended(self) -> bool:
+        assert self.thread is not None
+        self.thread.join(60)
+        return not self.thread.is_alive()
 
     def keys(self) -> list[str]:
         return [
@@ -171,55 +179,114 @@ class Lease:
 
 
 @pytest.fixture
-def lease(world: World) -> Iterator[Lease]:
-    running = Lease(world)
+def lease(world: World) -> Iterator[RunningLease]:
+    running = RunningLease(world)
     yield running
     close_leases(world.db.writer, DEFAULT_STREAM, abs(lease_mark(world.stream())))
-    running.thread.join(60)
+    if running.thread is not None:
+        running.thread.join(60)
     for run in list(tasks._parts):  # the worker's parts, as Spark's SIGHUP would close them
         tasks._parts.pop(run).close()
 
 
 def test_a_lease_delivers_what_is_committed_while_it_runs_and_ends_at_the_stop(
-    world: World, lease: Lease
+    world: World, lease: RunningLease
 ) -> None:
     run = open_leases(world.db.writer, DEFAULT_STREAM)
     world.put("a")
-    lease.thread.start()
+    lease.start(run)
     wait_for(lambda: lease.keys() == ["a"], "the waiting event arrives")
     world.put("b", "c")  # after the lease began
     wait_for(lambda: lease.keys() == ["a", "b", "c"], "the new events arrive, in order")
     ends = {partition: end for partition, end in world.stream().ends().items() if end}
     wait_for(lambda: world.stream().offsets(DEFAULT_CONSUMER) == ends, "the offsets are stored")
+    assert lease.thread is not None
     assert lease.thread.is_alive()  # a 600 s lease
     close_leases(world.db.writer, DEFAULT_STREAM, run)
-    lease.thread.join(60)
-    assert not lease.thread.is_alive()
+    assert lease.ended()
     (report,) = lease.outcomes
     rows = report.to_pylist()
     assert {"kind": "events", "name": "", "label": "", "value": 3, "text": None} in rows
+    assert [r["kind"] for r in rows].count("lag") == 1
 
 
-def test_a_lease_of_an_earlier_run_stops_delivering(world: World, lease: Lease) -> None:
+def test_a_lease_ends_on_time_while_changes_keep_coming(world: World, lease: RunningLease) -> None:
+    """Its time is up even when every poll finds records: its batch ends, its outcomes
+    reach the driver, and the next is planned."""
+    run = open_leases(world.db.writer, DEFAULT_STREAM)
+    writing = threading.Event()
+    writing.set()
+
+    def writer() -> None:
+        n = 0
+        while writing.is_set():
+            world.put(f"k{n}")
+            n += 1
+
+    thread = threading.Thread(target=writer)
+    thread.start()
+    try:
+        lease.start(run, seconds=1)
+        assert lease.ended()
+        assert thread.is_alive()  # the changes kept coming
+    finally:
+        writing.clear()
+        thread.join(60)
+    assert lease.keys()
+
+
+def test_a_lease_starts_where_its_batch_was_planned(world: World, lease: RunningLease) -> None:
+    """A stream read from its end (`startingPositions=latest`: no consumer offsets yet)
+    delivers what comes after the planned positions, not the stream's history."""
+    world.put("old-1", "old-2")
+    reader = world.reader(leaseSeconds="5", leaseRun="1", startingPositions="latest")
+    try:
+        start = reader.initialOffset()
+        end = reader.latestOffset(start, reader.getDefaultReadLimit())
+        (part,) = reader.partitions(start, end)
+        assert isinstance(part, LeasePartition)
+    finally:
+        reader.stop()
+    run = open_leases(world.db.writer, DEFAULT_STREAM)
+    lease.start(run, begin=dict(part.lease.begin))
+    world.put("new")
+    wait_for(lambda: lease.keys() == ["new"], "the new event arrives")
+    assert lease.keys() == ["new"]
+
+
+def test_a_lease_of_an_earlier_run_stops_delivering(world: World, lease: RunningLease) -> None:
     """A task Spark was still ending when the next run started: the next run's number
     ends it before it delivers what that run is for."""
-    open_leases(world.db.writer, DEFAULT_STREAM)
-    lease.thread.start()
+    run = open_leases(world.db.writer, DEFAULT_STREAM)
+    lease.start(run)
     world.put("a")
     wait_for(lambda: lease.keys() == ["a"], "the event arrives")
     open_leases(world.db.writer, DEFAULT_STREAM)  # the next run
-    lease.thread.join(60)
-    assert not lease.thread.is_alive()
+    assert lease.ended()
     world.put("b")
     assert lease.keys() == ["a"]
 
 
-def test_a_lease_under_a_stopped_pipeline_delivers_nothing(world: World, lease: Lease) -> None:
+def test_a_lease_planned_by_an_earlier_run_delivers_nothing(
+    world: World, lease: RunningLease
+) -> None:
+    """A task of a stopped run that starts late, when the next run's mark is up."""
+    earlier = open_leases(world.db.writer, DEFAULT_STREAM)
+    close_leases(world.db.writer, DEFAULT_STREAM, earlier)
+    open_leases(world.db.writer, DEFAULT_STREAM)
+    world.put("a")
+    lease.start(earlier)
+    assert lease.ended()
+    assert lease.keys() == []
+
+
+def test_a_lease_under_a_stopped_pipeline_delivers_nothing(
+    world: World, lease: RunningLease
+) -> None:
     run = open_leases(world.db.writer, DEFAULT_STREAM)
     close_leases(world.db.writer, DEFAULT_STREAM, run)
     world.put("a")
-    lease.thread.start()
-    lease.thread.join(60)
-    assert not lease.thread.is_alive()
+    lease.start(run)
+    assert lease.ended()
     assert lease.keys() == []
     assert world.stream().offsets(DEFAULT_CONSUMER) == {}

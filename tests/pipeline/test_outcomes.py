@@ -36,8 +36,10 @@ def test_a_task_reports_what_it_moved_and_the_driver_adds_it_up(
     logging.getLogger("ripple.test_outcomes").warning("hook-a: %d events queued", 2)
     report.positions = {3: 120, 0: 17}
     report.newest_commit_ns = 1_700_000_000_000_000_000
+    report.lag_ns = 12_000_000
     report.events = 10
     rows = list(rows_of(pa.Table.from_batches([report.batch()])))
+    other = Report(lag_ns=40_000_000).batch()  # another task of the batch, further behind
 
     counts = {(r["name"], r["label"]): r["value"] for r in rows if r["kind"] == "count"}
     assert counts == {
@@ -61,6 +63,8 @@ def test_a_task_reports_what_it_moved_and_the_driver_adds_it_up(
     assert summary.count("ripple_push_ok") == 14
     assert summary.positions == {0: 17, 3: 120}
     assert summary.events == 20
+    assert Summary.of(rows + list(rows_of(pa.Table.from_batches([other])))).lag_ns == 40_000_000
+    assert Summary.of([]).lag_ns == -1  # nothing delivered: the lag stays as it was
     before = metrics.PUSH_OK.labels("hook-a")._value.get()
     caplog.clear()
     with caplog.at_level(logging.WARNING, logger="ripple.test_outcomes"):

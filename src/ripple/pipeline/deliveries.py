@@ -20,6 +20,7 @@ from pyspark.sql.datasource import DataSourceStreamReader, InputPartition
 from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadLimit
 
 from ripple.changestream.reader import ChangeStreamReader
+from ripple.pipeline.leases import Lease
 from ripple.pipeline.outcomes import SPARK_OUTCOME_SCHEMA
 from ripple.pipeline.source import (
     ChangeStreamSource,
@@ -55,12 +56,11 @@ def _setup_of(pickled: bytes) -> WorkerSetup:
 
 
 class LeasePartition(InputPartition):
-    """One task that delivers what the stream receives for `seconds` (`lease_task`)."""
+    """One task that delivers what the stream receives for a while (`lease_task`)."""
 
-    def __init__(self, seconds: float, most_records: int) -> None:
-        super().__init__((seconds, most_records))
-        self.seconds = seconds
-        self.most_records = most_records
+    def __init__(self, lease: Lease) -> None:
+        super().__init__(lease)
+        self.lease = lease
 
 
 class DeliveryStreamReader(ChangeStreamStreamReader):
@@ -79,10 +79,14 @@ class DeliveryStreamReader(ChangeStreamStreamReader):
         super().__init__(options)
         self.setup = setup  # a pickled WorkerSetup
         self.table = table
-        lease = {k.lower(): v for k, v in options.items()}.get("leaseseconds", "0")
-        self.lease_s = float(lease)
+        options = {k.lower(): v for k, v in options.items()}
+        self.lease_s = float(options.get("leaseseconds", "0"))
         if not 0 <= self.lease_s <= 3600:
             raise ValueError("option leaseSeconds must be from 0 (no lease) to 3600")
+        # the run's number, which its leases deliver under (ripple.pipeline.leases)
+        self.lease_run = int(options.get("leaserun", "0"))
+        if self.lease_s and self.lease_run <= 0:
+            raise ValueError("leases need option leaseRun, the number open_leases gave")
 
     def _begin(self, start: Offsets) -> Offsets:
         """Where the next batch starts: the consumer's offsets, which the tasks store once
@@ -109,9 +113,10 @@ class DeliveryStreamReader(ChangeStreamStreamReader):
         return latest
 
     def partitions(self, start: Offsets, end: Offsets) -> Sequence[InputPartition]:
-        if LEASE in end and end[LEASE] != start.get(LEASE):
-            return [LeasePartition(self.lease_s, self.single_task_records)]
         begin = self._begin(start)
+        if LEASE in end and end[LEASE] != start.get(LEASE):
+            lease = Lease(self.lease_run, self.lease_s, self.single_task_records, begin)
+            return [LeasePartition(lease)]
         upto = _positions(end)
         ranges = [
             (int(k), begin.get(k, 0), upto[k])
@@ -130,9 +135,7 @@ class DeliveryStreamReader(ChangeStreamStreamReader):
 
         setup = _setup_of(self.setup)
         if isinstance(partition, LeasePartition):
-            yield lease_task(
-                setup, self.stream, self.table, partition.seconds, partition.most_records
-            )
+            yield lease_task(setup, self.stream, self.table, partition.lease)
             return
         assert isinstance(partition, RangePartition)
         yield deliver_task(setup, self.stream, self.table, partition.ranges)

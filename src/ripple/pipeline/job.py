@@ -97,7 +97,9 @@ def batch_handler(stream: str = DEFAULT_STREAM, activity: Activity | None = None
         if activity is not None:
             activity.ran()
         summary.publish()
-        if summary.newest_commit_ns:
+        if summary.lag_ns >= 0:  # when the tasks delivered, not now: a lease ends seconds later
+            metrics.PIPELINE_LAG.set(summary.lag_ns / 1e9)
+        elif summary.newest_commit_ns:
             metrics.PIPELINE_LAG.set(max(0.0, time.time() - summary.newest_commit_ns / 1e9))
         metrics.BATCH_DURATION.observe(time.monotonic() - started)
         log.info(
@@ -247,17 +249,21 @@ def start_query(
     settings: JobSettings,
     handler: BatchHandler,
     stream: str = DEFAULT_STREAM,
+    lease_run: int = 0,
 ) -> StreamingQuery:
-    """Start the query over `stream` (the registered `ripple-deliveries` source's)."""
+    """Start the query over `stream` (the registered `ripple-deliveries` source's); its
+    leases deliver under the run number `lease_run` (`ripple.pipeline.leases`; 0: none)."""
     _, table, name, _ = next(s for s in STREAMS if s[0] == stream)
     trigger = settings.trigger_interval if stream == DEFAULT_STREAM else None
+    lease_s = settings.lease_s if stream == DEFAULT_STREAM and lease_run > 0 else 0
     outcomes = (
         spark.readStream.format(DELIVERIES)
         .option("url", settings.database_url)
         .option("stream", stream)
         .option("table", table)
         .option("maxRecordsPerBatch", str(settings.max_records_per_batch))
-        .option("leaseSeconds", str(settings.lease_s if stream == DEFAULT_STREAM else 0))
+        .option("leaseSeconds", str(lease_s))
+        .option("leaseRun", str(lease_run))
         .load()
     )
     return (
@@ -314,11 +320,13 @@ def run(
     queues = QueueWatch(engine)
     activity = Activity()
     queries: list[StreamingQuery] = []
-    leases = open_leases(engine, DEFAULT_STREAM)
+    leases = 0
     try:
+        leases = open_leases(engine, DEFAULT_STREAM)
         log.info("%d Python workers warmed", warm(spark, setup))
         for stream, *_ in STREAMS:
-            queries.append(start_query(spark, settings, batch_handler(stream, activity), stream))
+            handler = batch_handler(stream, activity)
+            queries.append(start_query(spark, settings, handler, stream, leases))
         query, bucket_query = queries
         for running in queries:
             wait_until_started(running, stop)
@@ -354,8 +362,9 @@ def run(
             # it again, skipping what was delivered.
             log.warning("the query ended while stopping: %s", reason)
     finally:
-        try:  # first, so that a lease ends now, not when Spark ends its worker
-            close_leases(engine, DEFAULT_STREAM, leases)
+        try:  # first, so that a lease ends after its step, not when Spark ends its worker
+            if leases:
+                close_leases(engine, DEFAULT_STREAM, leases)
         except sa.exc.SQLAlchemyError as e:
             log.warning("cannot end the leases: %s", str(e).splitlines()[0])
         stopped: list[BaseException] = []

@@ -3,9 +3,9 @@
 A lease task (`ripple.pipeline.tasks.lease_task`) follows the change stream for seconds. When
 its pipeline stops, Spark cancels it, but ends its Python worker only a moment later, and the
 task would deliver until then, perhaps beside the next run's. So the driver keeps a mark in
-the metabase, read by every lease at its start and before each step: each run opens the
-leases with a new number, and closes them when it stops (the number negated). A lease
-delivers only while the mark is the number it started under.
+the metabase: each run opens the leases with a new number, which its source plans every
+lease with (`Lease.run`), and closes them when it stops (the number negated). A lease checks
+the mark before each step and delivers only while it is its run's number.
 
 The mark is stored as the offset of partition 0 of the consumer `pipeline-leases` of the
 stream (`ripple.changestream.reader`), so it needs no table of its own.
@@ -13,13 +13,29 @@ stream (`ripple.changestream.reader`), so it needs no table of its own.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
 import sqlalchemy as sa
 
 from ripple.changestream.reader import ChangeStreamReader
 
-__all__ = ["LEASE_CONSUMER", "close_leases", "lease_mark", "open_leases"]
+__all__ = ["LEASE_CONSUMER", "Lease", "close_leases", "lease_mark", "open_leases"]
 
 LEASE_CONSUMER = "pipeline-leases"
+
+
+@dataclass(frozen=True)
+class Lease:
+    """A lease task's terms, as its batch was planned: its run's number (the mark it
+    delivers under), how long it follows the stream, the most records that may wait before
+    it hands over to a batch, and where delivery stood ({partition: position}, as Spark's
+    offsets spell partitions), for a partition without consumer offsets yet."""
+
+    run: int
+    seconds: float
+    most_records: int
+    begin: Mapping[str, int] = field(default_factory=dict)
 
 
 def lease_mark(reader: ChangeStreamReader) -> int:

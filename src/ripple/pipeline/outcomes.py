@@ -8,6 +8,7 @@ Prometheus counters nobody scrapes. So each task reports, as a few rows of `OUTC
 | `count` | a counter (`ripple_push_ok`, …) | its destination, or "" | the task's increment | |
 | `position` | | a stream partition | the last position the task delivered | |
 | `newest` | | | the newest commit time (ns) among its events | |
+| `lag` | | | its last delivery's time less its newest event's commit time (ns) | |
 | `events` | | | how many events it mapped | |
 | `worker` | | | a warm-up task's: its worker's process id | |
 | `log` | the logger's name | | the level | a warning or error the task logged |
@@ -113,6 +114,7 @@ class Report:
     before: dict[tuple[str, str], float] = field(default_factory=counter_values)
     positions: dict[int, int] = field(default_factory=dict)
     newest_commit_ns: int = 0
+    lag_ns: int = -1  # -1: it delivered nothing
     events: int = 0
     worker: int = 0  # a warm-up's: the worker's process id
 
@@ -126,6 +128,8 @@ class Report:
             rows.append(("position", "", str(partition), position, None))
         if self.newest_commit_ns:
             rows.append(("newest", "", "", self.newest_commit_ns, None))
+        if self.lag_ns >= 0:
+            rows.append(("lag", "", "", self.lag_ns, None))
         rows.append(("events", "", "", self.events, None))
         if self.worker:
             rows.append(("worker", "", "", self.worker, None))
@@ -149,6 +153,7 @@ class Summary:
     counts: dict[tuple[str, str], int] = field(default_factory=dict)
     positions: dict[int, int] = field(default_factory=dict)
     newest_commit_ns: int = 0
+    lag_ns: int = -1  # the largest of its tasks', -1: none delivered
     events: int = 0
     logs: list[tuple[str, int, str]] = field(default_factory=list)
 
@@ -165,6 +170,8 @@ class Summary:
                 summary.positions[partition] = max(value, summary.positions.get(partition, 0))
             elif kind == "newest":
                 summary.newest_commit_ns = max(summary.newest_commit_ns, value)
+            elif kind == "lag":
+                summary.lag_ns = max(summary.lag_ns, value)
             elif kind == "events":
                 summary.events += value
             elif kind == "log":

@@ -54,9 +54,6 @@ def spark_session(
         .config("spark.sql.streaming.noDataMicroBatches.enabled", "false")
         .config("spark.sql.execution.arrow.pyspark.enabled", "true")
         .config("spark.python.worker.reuse", "true")
-        # a stopped query's tasks end at once: a lease task (ripple.pipeline.deliveries)
-        # would deliver on for its whole lease; Spark's default waits 2 s more to end it
-        .config("spark.python.task.killTimeout", "100ms")
         .config("spark.sql.streaming.minBatchesToRetain", "20")
     )
     for key, value in (conf or {}).items():

@@ -57,7 +57,7 @@ from ripple.notifications.topics import Topic
 from ripple.pipeline import outcomes
 from ripple.pipeline.deliver import Deliverer, RetryPolicy
 from ripple.pipeline.destinations import Destinations
-from ripple.pipeline.leases import lease_mark
+from ripple.pipeline.leases import Lease, lease_mark
 from ripple.pipeline.queue import RetryQueue
 from ripple.pipeline.reconfigure import Reconfigurer
 from ripple.pipeline.route import route_table
@@ -280,38 +280,36 @@ def lease_task(
     setup: WorkerSetup,
     stream: str,
     table: str,
-    seconds: float,
-    most_records: int,
+    lease: Lease,
     batch_id: int | None = None,
 ) -> pa.RecordBatch:
-    """Deliver whatever the stream receives for `seconds`, from the consumer's offsets on,
+    """Deliver whatever the stream receives for `lease.seconds`, from where delivery stood
+    when the lease was planned (`lease.begin`, or the consumer's offsets when further on),
     then return the outcomes: the steady trickle's task. Every `LEASE_POLL_S` without
     records it reads the partitions' committed ends; records up to them are final (the
     no-skip rule), so each step reads whole transactions, delivers them in commit order,
-    and stores the consumer offsets before the next, as `deliver_task` does. It ends early
-    when more than `most_records` wait (a backlog goes to a batch of a task per stream
-    partition, which uses every core), and at once when its pipeline stopped (the lease
-    mark, `ripple.pipeline.leases`)."""
+    and stores the consumer offsets before the next, as `deliver_task` does. It ends when
+    its time is up, early when more than `lease.most_records` wait (a backlog goes to a
+    batch of a task per stream partition, which uses every core), and at once when the lease
+    mark is no longer its run's (`ripple.pipeline.leases`: its pipeline stopped)."""
     parts = parts_of(setup)
     report = outcomes.Report()
     batch = _batch_id() if batch_id is None else batch_id
     reader = ChangeStreamReader(parts.metabase.engine, stream)
-    mark = lease_mark(reader)
-    delivered = reader.offsets(DEFAULT_CONSUMER)
-    deadline = time.monotonic() + seconds
-    while mark > 0 and lease_mark(reader) == mark:  # its pipeline runs (ripple.pipeline.leases)
+    delivered = {int(partition): position for partition, position in lease.begin.items()}
+    delivered.update(reader.offsets(DEFAULT_CONSUMER))
+    deadline = time.monotonic() + lease.seconds
+    while lease_mark(reader) == lease.run > 0 and time.monotonic() < deadline:
         ranges = [
             (partition, delivered.get(partition, 0), end)
             for partition, end in sorted(reader.ends().items())
             if end > delivered.get(partition, 0)
         ]
-        if sum(end - after for _, after, end in ranges) > most_records:
+        if sum(end - after for _, after, end in ranges) > lease.most_records:
             break
         if ranges:
             _deliver(parts, setup, stream, table, ranges, batch, report)
             delivered.update(report.positions)
-        elif time.monotonic() >= deadline:
-            break
         else:
             time.sleep(LEASE_POLL_S)
     return report.batch()
@@ -340,6 +338,8 @@ def _deliver(
             routed = route_table(events, parts.registry, batch_id)
             parts.deliverer.deliver(routed.by_topic)
         report.newest_commit_ns = max(report.newest_commit_ns, routed.newest_commit_ns)
+        if routed.newest_commit_ns:
+            report.lag_ns = max(0, time.time_ns() - routed.newest_commit_ns)
         positions = {partition: upto for partition, _, upto in ranges}
         if positions:
             reader = ChangeStreamReader(
