@@ -198,9 +198,15 @@ def test_up_on_postgresql(tmp_path: Path, fresh_postgres_url: str) -> None:
         sa.make_url(fresh_postgres_url).set(drivername="postgresql").render_as_string(False)
     ) as conn:
         revision = conn.execute("SELECT version_num FROM alembic_version").fetchone()
-        offsets = conn.execute("SELECT count(*) FROM change_offsets").fetchone()
+        offsets = conn.execute(
+            "SELECT count(*) FROM change_offsets WHERE consumer = 'pipeline'"
+        ).fetchone()
+        mark = conn.execute(
+            "SELECT position FROM change_offsets WHERE consumer = 'pipeline-leases'"
+        ).fetchall()
     assert revision == (head_revision(),)
     assert offsets == (0,)  # no records yet: nothing delivered, nothing committed
+    assert mark == [(-1,)]  # the first run's leases, closed when it stopped
 
 
 def test_up_with_unreachable_database(tmp_path: Path) -> None:
