@@ -102,7 +102,8 @@ def batch_handler(stream: str = DEFAULT_STREAM, activity: Activity | None = None
         elif summary.newest_commit_ns:
             metrics.PIPELINE_LAG.set(max(0.0, time.time() - summary.newest_commit_ns / 1e9))
         metrics.BATCH_DURATION.observe(time.monotonic() - started)
-        log.info(
+        log.log(
+            logging.INFO if summary.events else logging.DEBUG,  # a quiet lease says nothing
             "%s batch %d: %d events, %d deliveries, %d unrouted in %.3f s",
             stream,
             batch_id,
