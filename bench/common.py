@@ -50,7 +50,7 @@ def machine_cpu_s() -> float:
     """CPU seconds the whole machine has spent outside idle and I/O wait (/proc/stat)."""
     with open("/proc/stat") as f:
         fields = [int(v) for v in f.readline().split()[1:]]
-    return (sum(fields) - fields[3] - fields[4]) / os.sysconf("SC_CLK_TCK")
+    return (sum(fields) - fields[3] - fields[4]) / CLOCK_TICK
 
 
 def postgres_cpu_s() -> float:

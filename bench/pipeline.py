@@ -90,7 +90,6 @@ DATA = b"x" * 64
 MASTERS = ("local", "standalone_1", "standalone_2", "local_batches")
 # local_batches: local[2] without leases (`--lease-seconds 0`), a micro-batch per handful of
 # changes: the design before leases, as this run's baseline
-MAX_RECORDS = 0  # --max-records-per-batch, when not ripple's default
 TARGETS = {"pull_events_per_s": 50_000, "driver_cpu_us_per_event": 2.0, "latency_p99_s": 0.5}
 
 
@@ -208,10 +207,15 @@ def reset(world: World, engine: sa.Engine, positions: dict[int, int]) -> None:
 
 @contextmanager
 def pipeline_process(
-    world: World, master_url: str, name: str, config: Path | None = None
+    world: World,
+    master_url: str,
+    name: str,
+    config: Path | None = None,
+    max_records: int = 0,
 ) -> Iterator[subprocess.Popen[str]]:
     """`ripple pipeline run` over the world's metabase (`config`: its ripple.toml, the
-    world's own by default), until the block ends (Ctrl-C)."""
+    world's own by default; `max_records`: its --max-records-per-batch, 0 for its default),
+    until the block ends (Ctrl-C)."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("RIPPLE_")}
     env.update(
         RIPPLE_DATABASE_URL=world.url,
@@ -225,7 +229,7 @@ def pipeline_process(
             str(RIPPLE), "--config", str(config or config_file(world)), "pipeline", "run",
             "--checkpoint", str(world.directory / f"checkpoint-{name}"),
             *(["--lease-seconds", "0"] if name == "local_batches" else []),
-            *(["--max-records-per-batch", str(MAX_RECORDS)] if MAX_RECORDS else []),
+            *(["--max-records-per-batch", str(max_records)] if max_records else []),
         ],
         env=env, stdout=log, stderr=subprocess.STDOUT, text=True, start_new_session=True,
     )  # fmt: skip
@@ -280,7 +284,9 @@ def measure(
 ) -> Figures:
     engine = sa.create_engine(world.url, pool_size=1)
     backlog = args.events
-    with pipeline_process(world, master_url, name) as process:
+    with pipeline_process(
+        world, master_url, name, max_records=args.max_records_per_batch
+    ) as process:
         started = time.monotonic()
         log = world.directory / f"pipeline-{name}.log"
         wait_until(process, "pipeline running", lambda: "pipeline running" in log.read_text(), 600)
@@ -435,8 +441,6 @@ def parse_args() -> argparse.Namespace:
         "--max-records-per-batch", type=int, default=0, help="the pipeline's (default: its own)"
     )
     args = parser.parse_args()
-    global MAX_RECORDS
-    MAX_RECORDS = args.max_records_per_batch
     args.masters = [m for m in args.masters.split(",") if m]
     unknown = set(args.masters) - set(MASTERS)
     if unknown:

@@ -31,7 +31,7 @@ from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadLimit, ReadMa
 from sqlalchemy.pool import NullPool
 
 from ripple.changestream.reader import DEFAULT_STREAM, ChangeStreamReader
-from ripple.changestream.schema import change_partitions, change_records
+from ripple.changestream.schema import change_records
 
 NAME = "ripple-changestream"
 DEFAULT_MAX_RECORDS = 50_000
@@ -118,16 +118,12 @@ class ChangeStreamStreamReader(DataSourceStreamReader):
         return self._engine
 
     def _ends(self) -> Offsets:
-        p = change_partitions.c
-        with self.engine.connect() as conn:
-            rows = conn.execute(
-                sa.select(p.partition, p.next_position).where(p.stream_name == self.stream)
-            ).all()
-        if not rows:
+        ends = ChangeStreamReader(self.engine, self.stream).ends()
+        if not ends:
             raise ValueError(
                 f"change stream {self.stream!r} does not exist (run ripple db upgrade)"
             )
-        return {str(r.partition): int(r.next_position) for r in rows}
+        return {str(partition): end for partition, end in ends.items()}
 
     def initialOffset(self) -> Offsets:
         ends = self._ends()

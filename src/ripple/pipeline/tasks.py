@@ -272,7 +272,8 @@ def deliver_task(
     return report.batch()
 
 
-# How often a lease looks for new records when it found none (one indexed query).
+# How often a lease looks for new records when it found none (the partitions' ends and the
+# lease mark: two indexed queries).
 LEASE_POLL_S = 0.02
 
 
