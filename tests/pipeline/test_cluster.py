@@ -12,7 +12,7 @@ import json
 import subprocess
 import time
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -82,6 +82,15 @@ class Deployment:
             aws_secret_access_key=self.secret,
             config=Config(s3={"addressing_style": "path"}, retries={"max_attempts": 2}),
         )
+
+    def wait_for(self, up: RippleProcess, condition: Callable[[], bool], what: str) -> None:
+        """`wait_for`, and on a timeout the driver's log and each executor's last lines."""
+        try:
+            wait_for(condition, what, DELIVERY_TIMEOUT_S)
+        except AssertionError as e:
+            executors = sorted((self.cluster.directory / "work").glob("app-*/*/stderr"))
+            tails = [f"{p}:\n{p.read_text(errors='replace')[-3000:]}" for p in executors[-4:]]
+            raise AssertionError("\n".join([str(e), "driver:", up.stderr[-6000:], *tails])) from e
 
     def pulled(self, subscription: str) -> list[dict[str, Any]]:
         """Every event the subscription holds, page after page (none acknowledged)."""
@@ -177,11 +186,11 @@ def test_writes_through_the_gateway_reach_a_webhook_and_a_subscription_from_the_
             ("ObjectCreated:Put", "v.txt"),
             ("ObjectRemoved:DeleteMarkerCreated", "v.txt"),
         ]
-        wait_for(lambda: len(hook.records()) >= 7, "7 events at the webhook", DELIVERY_TIMEOUT_S)
-        wait_for(
+        deployment.wait_for(up, lambda: len(hook.records()) >= 7, "7 events at the webhook")
+        deployment.wait_for(
+            up,
             lambda: len(deployment.pulled("inbox")) >= 7,
             "7 events in the subscription",
-            DELIVERY_TIMEOUT_S,
         )
         time.sleep(1)  # anything extra would have come with them
         pulled = deployment.pulled("inbox")
@@ -224,13 +233,13 @@ def test_a_worker_killed_mid_stream_loses_nothing(deployment: Deployment) -> Non
         with receiver() as hook, deployment.up() as up:
             s3 = notified_bucket(deployment, up, "survivors", hook)
             keys = write_keys(s3, "survivors", "before", 100)
-            wait_for(lambda: len(hook.records()) >= 20, "events flow", DELIVERY_TIMEOUT_S)
+            deployment.wait_for(up, lambda: len(hook.records()) >= 20, "events flow")
             deployment.cluster.kill_worker(deployment.cluster.workers[0])
             keys += write_keys(s3, "survivors", "after", 100)
-            wait_for(
+            deployment.wait_for(
+                up,
                 lambda: set(delivered_keys(hook)) >= set(keys),
                 "every event after the worker's death",
-                DELIVERY_TIMEOUT_S,
             )
             assert up.interrupt() == 0, up.stderr[-3000:]
     finally:  # the next tests get two workers again
@@ -248,15 +257,15 @@ def test_the_driver_killed_then_restarted_loses_nothing(deployment: Deployment) 
         with deployment.up() as first:
             s3 = notified_bucket(deployment, first, "restarts", hook)
             keys = write_keys(s3, "restarts", "first", 60)
-            wait_for(lambda: len(hook.records()) >= 10, "events flow", DELIVERY_TIMEOUT_S)
+            deployment.wait_for(first, lambda: len(hook.records()) >= 10, "events flow")
             first.kill()  # the gateway, the driver and its JVM, at once
         with deployment.up() as second:
             s3 = deployment.s3(second)
             keys += write_keys(s3, "restarts", "second", 20)
-            wait_for(
+            deployment.wait_for(
+                second,
                 lambda: set(delivered_keys(hook)) >= set(keys),
                 "every event after the restart",
-                DELIVERY_TIMEOUT_S,
             )
             assert second.interrupt() == 0, second.stderr[-3000:]
 
@@ -267,10 +276,11 @@ def test_a_webhook_down_for_20_s_loses_nothing(deployment: Deployment) -> None:
         hook.status = 503
         down_since = time.monotonic()
         keys = write_keys(s3, "outage", "k", 50)
-        wait_for(lambda: len(hook.posts) >= 10, "refused attempts", DELIVERY_TIMEOUT_S)
+        deployment.wait_for(up, lambda: len(hook.posts) >= 10, "refused attempts")
         time.sleep(max(0.0, 20 - (time.monotonic() - down_since)))
         hook.status = 200
-        wait_for(
+        deployment.wait_for(
+            up,
             lambda: (
                 {
                     r["s3"]["object"]["key"]
@@ -281,6 +291,5 @@ def test_a_webhook_down_for_20_s_loses_nothing(deployment: Deployment) -> None:
                 >= set(keys)
             ),
             "every event once the webhook is back",
-            DELIVERY_TIMEOUT_S,
         )
         assert up.interrupt() == 0, up.stderr[-3000:]
