@@ -84,9 +84,16 @@ class Deployment:
         )
 
     def wait_for(self, up: RippleProcess, condition: Callable[[], bool], what: str) -> None:
-        """`wait_for`, and on a timeout the driver's log and each executor's last lines."""
+        """`wait_for`, and on a timeout, or when `ripple up` exits first, the driver's log
+        and each executor's last lines."""
+
+        def met_or_exited() -> bool:
+            if up.process.poll() is not None:
+                raise AssertionError(f"ripple up exited ({up.process.returncode}) before {what}")
+            return condition()
+
         try:
-            wait_for(condition, what, DELIVERY_TIMEOUT_S)
+            wait_for(met_or_exited, what, DELIVERY_TIMEOUT_S)
         except AssertionError as e:
             executors = sorted((self.cluster.directory / "work").glob("app-*/*/stderr"))
             tails = [f"{p}:\n{p.read_text(errors='replace')[-3000:]}" for p in executors[-4:]]
