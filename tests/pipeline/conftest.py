@@ -17,13 +17,13 @@ from pyspark.sql import SparkSession
 
 from ripple.metabase import Metabase
 from ripple.notifications.registry import Registry
-from ripple.pipeline.deliver import RetryPolicy
-from ripple.pipeline.destinations import Destinations
 from ripple.pipeline.job import LOCAL_CHECKPOINT_CONF, JobSettings, run, worker_setup
 from ripple.pipeline.queue import RetryQueue
 from ripple.pipeline.reconfigure import Reconfigurer
 from ripple.pipeline.session import spark_session
 from ripple.targets.base import Target
+from ripple.targets.destinations import Destinations
+from ripple.targets.retry import RetryPolicy
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -8,9 +8,10 @@ import time
 import pytest
 
 from ripple.metabase import Metabase
-from ripple.pipeline.deliver import Deliverer, RetryPolicy
+from ripple.pipeline.deliver import Deliverer
 from ripple.pipeline.queue import RetryQueue
 from ripple.targets.base import OK, Delivery, Outcome, Result
+from ripple.targets.retry import RetryPolicy
 from tests.pipeline.fakes import RecordingTarget, delivery
 
 RETRY = Result(Outcome.RETRY, "HTTP 503 from the test")

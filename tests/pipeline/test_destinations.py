@@ -11,10 +11,10 @@ import pytest
 from ripple.metabase import Metabase
 from ripple.notifications.registry import Destination, Registry
 from ripple.notifications.topics import Topic, parse_topics
-from ripple.pipeline.deliver import RetryPolicy
-from ripple.pipeline.destinations import build, policy_of, topics_in_use
 from ripple.subscriptions.store import SubscriptionStore
+from ripple.targets.destinations import build, policy_of, topics_in_use
 from ripple.targets.pubsub import PubSubTarget
+from ripple.targets.retry import RetryPolicy
 from ripple.targets.subscription import SubscriptionTarget
 from ripple.targets.webhook import WebhookTarget
 

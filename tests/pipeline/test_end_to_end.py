@@ -52,10 +52,10 @@ from ripple.metabase import (
 from ripple.notifications.phase1 import parse_eventing_buckets
 from ripple.notifications.registry import Registry
 from ripple.pipeline import metrics
-from ripple.pipeline.deliver import RetryPolicy
 from ripple.subscriptions.store import SubscriptionStore
 from ripple.targets.base import Target
 from ripple.targets.pubsub import PubSubTarget
+from ripple.targets.retry import RetryPolicy
 from ripple.targets.subscription import SubscriptionTarget
 from ripple.targets.webhook import WebhookConfig, WebhookTarget
 from tests.pipeline.conftest import RunningPipeline, running_pipeline, wait_for

@@ -27,9 +27,9 @@ from pyspark.sql import SparkSession
 from ripple.metabase import Metabase
 from ripple.notifications.registry import Registry
 from ripple.notifications.store import EventingStore
-from ripple.pipeline.deliver import RetryPolicy
 from ripple.pipeline.reconfigure import Reconfigurer
 from ripple.subscriptions.store import SubscriptionStore
+from ripple.targets.retry import RetryPolicy
 from tests.gateway.conftest import Running, gateway, s3, services  # noqa: F401
 from tests.gateway.test_notification_tags import with_tag_rules
 from tests.gateway.test_notifications_api import signed_put

@@ -13,11 +13,12 @@ from ripple.notifications.configuration import Notification
 from ripple.notifications.registry import PROJECT_WIDE, Registry
 from ripple.notifications.store import EventingStore, topic_arn
 from ripple.notifications.topics import Topic
-from ripple.pipeline.deliver import Deliverer, RetryPolicy, Unopened
+from ripple.pipeline.deliver import Deliverer, Unopened
 from ripple.pipeline.queue import RetryQueue
 from ripple.pipeline.reconfigure import Reconfigurer
 from ripple.subscriptions.store import SubscriptionStore
 from ripple.targets.base import OK, Delivery, Result
+from ripple.targets.retry import RetryPolicy
 from tests.pipeline.fakes import delivery
 from tests.receiver import receiver
 from tests.waiting import wait_for

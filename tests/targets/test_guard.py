@@ -21,8 +21,7 @@ from pika.adapters.select_connection import SelectConnection
 
 from ripple.config import Settings, load_settings
 from ripple.notifications.topics import Topic
-from ripple.pipeline import destinations
-from ripple.targets import amqp
+from ripple.targets import amqp, destinations
 from ripple.targets.amqp import AmqpTarget
 from ripple.targets.base import Outcome, Result
 from ripple.targets.endpoints import parse_endpoint

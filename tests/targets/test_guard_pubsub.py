@@ -12,8 +12,8 @@ import pytest
 
 from ripple.config import load_settings
 from ripple.notifications.topics import Topic
-from ripple.pipeline.destinations import push_target
 from ripple.targets.base import Outcome, Result
+from ripple.targets.destinations import push_target
 from ripple.targets.pubsub import PubSubTarget
 from tests.targets.conftest import Use, delivery
 from tests.targets.pubsub_fake import FakePublisher

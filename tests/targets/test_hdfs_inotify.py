@@ -12,8 +12,8 @@ import pytest
 
 from ripple.events.keys import encode_key
 from ripple.notifications.topics import Topic
-from ripple.pipeline.destinations import push_target
 from ripple.targets.base import OK, Delivery, Outcome, Result
+from ripple.targets.destinations import push_target
 from ripple.targets.hdfs_inotify import HdfsInotifyTarget, inotify_events
 from ripple.targets.pubsub import ordering_key
 from ripple.targets.webhook import WebhookTarget

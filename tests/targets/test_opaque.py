@@ -7,7 +7,7 @@ import orjson
 import pytest
 
 from ripple.notifications.topics import Topic
-from ripple.pipeline.destinations import push_target
+from ripple.targets.destinations import push_target
 from ripple.targets.opaque import OpaqueDataTarget, with_opaque_data
 from tests.pipeline.fakes import RecordingTarget, delivery
 

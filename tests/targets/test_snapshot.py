@@ -10,10 +10,10 @@ import orjson
 import pytest
 
 from ripple.notifications.topics import Topic
-from ripple.pipeline.destinations import push_target
 from ripple.snapshotter import shared
 from ripple.snapshotter.settings import SnapshotterSettings
 from ripple.targets.base import Delivery, Outcome
+from ripple.targets.destinations import push_target
 from ripple.targets.endpoints import parse_endpoint
 from ripple.targets.snapshot import SnapshotTarget
 from tests.snapshotter.service_helpers import stored_pages

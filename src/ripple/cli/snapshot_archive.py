@@ -20,7 +20,6 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from ripple.cli.common import console, errors, settings_of
 from ripple.config import ConfigError
 from ripple.notifications.topics import Topic
-from ripple.pipeline.destinations import push_target
 from ripple.snapshotter.compact import CompactError, CompactReport, parse_size
 from ripple.snapshotter.compact import compact as compact_pages
 from ripple.snapshotter.index import Index, IndexError_, open_index
@@ -29,6 +28,7 @@ from ripple.snapshotter.replay import Replay, ReplayError, event_json, parse_tim
 from ripple.snapshotter.settings import SnapshotterSettings
 from ripple.snapshotter.storage import Storage, StorageError, open_storage
 from ripple.targets.base import Delivery, Outcome, Result, Target
+from ripple.targets.destinations import push_target
 
 __all__ = ["commands", "compact", "reconcile", "replay"]
 

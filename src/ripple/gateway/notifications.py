@@ -41,8 +41,8 @@ from ripple.notifications.configuration import (
     validate_topics,
 )
 from ripple.notifications.store import StoredTopic
-from ripple.pipeline.destinations import push_target
 from ripple.targets.base import Delivery
+from ripple.targets.destinations import push_target
 
 log = logging.getLogger(__name__)
 

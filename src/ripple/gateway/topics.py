@@ -7,7 +7,7 @@ A topic belongs to the project of the key that created it and is named by its AR
 `arn:aws:sns:<region>:<project public id>:<name>`; a user manages only their own topics
 (another project's ARN is `AuthorizationError`). Its attributes are `push-endpoint` (a
 destination URI; empty or `none`: pull-only) and the arguments of its target, checked with
-`ripple.pipeline.destinations` before anything is stored. CreateTopic of an existing name
+`ripple.targets.destinations` before anything is stored. CreateTopic of an existing name
 replaces its endpoint and arguments; SetTopicAttributes sets one (an empty value removes it).
 Credentials (user info in the push endpoint, `secret`, `bearer-token`, an authorization
 header) are accepted only over HTTPS unless `topics.allow-secrets-in-cleartext` is set, and
@@ -34,7 +34,7 @@ from ripple.identity import AccessKey
 from ripple.notifications.store import StoredTopic, topic_arn
 from ripple.notifications.topics import PULL_ONLY, Topic
 from ripple.numbers import NumberError, whole_number
-from ripple.pipeline.destinations import policy_of, push_target
+from ripple.targets.destinations import policy_of, push_target
 from ripple.targets.endpoints import parse_endpoint
 
 __all__ = [

@@ -20,7 +20,7 @@ The push endpoint says where the topic's events are pushed:
 
 Every topic's events are also stored in its pull subscriptions, whatever its endpoint.
 `parse_topics` checks the shape; what the arguments mean is the targets' business
-(`ripple.pipeline.destinations`).
+(`ripple.targets.destinations`).
 """
 
 from __future__ import annotations

@@ -7,8 +7,9 @@ retry queue, and the batch completes. Only then does Spark commit the batch's of
 crash before that redelivers the batch (at least once). A target whose queue is not empty is
 failing: its new events go straight to the queue, behind the older ones, so one destination
 that is down costs the others nothing. `drain` gives queued events another attempt when they
-are due, and moves them to the dead letters past the target's time-to-live or retry limit.
-Refusals for good (`permanent`) go to the dead letters at once.
+are due, and moves them to the dead letters past the target's time-to-live or retry limit
+(its `ripple.targets.retry.RetryPolicy`). Refusals for good (`permanent`) go to the dead
+letters at once.
 """
 
 from __future__ import annotations
@@ -19,35 +20,16 @@ import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
 from typing import TypeVar
 
 from ripple.pipeline import metrics
 from ripple.pipeline.queue import Queued, RetryQueue, delivery_of
 from ripple.targets.base import Delivery, Outcome, Result, Target, one_line
+from ripple.targets.retry import RetryPolicy
 
 log = logging.getLogger(__name__)
 
 Item = TypeVar("Item", Delivery, Queued)  # a delivery of a batch, or a queued one
-
-
-@dataclass(frozen=True)
-class RetryPolicy:
-    """How hard to try a destination (per destination: `time-to-live`, `max-retries`)."""
-
-    attempts_in_batch: int = 3  # tries within the batch before queueing
-    base_delay_s: float = 0.05  # first backoff; doubles each attempt, with jitter
-    max_delay_s: float = 60.0  # backoff cap (queue drains)
-    time_to_live_s: float = 24 * 3600.0  # past this since the first failure: dead letter
-    max_retries: int = 1000  # queue attempts before dead letter
-    persistent: bool = True  # False: no retry queue; what the batch cannot deliver is buried
-
-    def backoff_s(self, attempt: int, rng: random.Random) -> float:
-        """Delay before attempt `attempt + 1` (attempt counts from 1): exponential, capped,
-        with jitter (between half and all of the ceiling) so many failed events do not
-        come back at once."""
-        ceiling = min(self.max_delay_s, self.base_delay_s * (2 ** (attempt - 1)))
-        return rng.uniform(ceiling / 2, ceiling)
 
 
 class Deliverer:

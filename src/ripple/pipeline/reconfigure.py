@@ -25,10 +25,11 @@ from ripple.notifications.registry import Registry
 from ripple.notifications.store import ConfigSnapshot, EventingStore
 from ripple.notifications.topics import PULL_ONLY, Topic
 from ripple.notifications.watcher import routes_of
-from ripple.pipeline.deliver import Deliverer, RetryPolicy
-from ripple.pipeline.destinations import Destinations, build, topics_in_use
+from ripple.pipeline.deliver import Deliverer
 from ripple.subscriptions.store import SubscriptionStore
 from ripple.targets.base import Target
+from ripple.targets.destinations import Destinations, build, topics_in_use
+from ripple.targets.retry import RetryPolicy
 
 __all__ = ["Reconfigurer"]
 

@@ -27,13 +27,13 @@ from ripple.metabase import Metabase
 from ripple.metabase.migrate import current_revision, head_revision
 from ripple.notifications.registry import Registry
 from ripple.notifications.store import EventingStore
-from ripple.pipeline.destinations import Destinations
 from ripple.pipeline.job import JobSettings, is_hadoop_path, run, worker_setup
 from ripple.pipeline.reconfigure import Reconfigurer
 from ripple.pipeline.session import is_local_master
 from ripple.pipeline.tasks import WorkerSetup
 from ripple.snapshotter import shared as shared_snapshotters
 from ripple.subscriptions.store import SubscriptionStore
+from ripple.targets.destinations import Destinations
 from ripple.targets.guard import DestinationGuard, set_default_guard
 
 __all__ = ["Pipeline", "PipelineError", "parse_address"]

@@ -55,8 +55,7 @@ from ripple.notifications.registry import Destination, Registry
 from ripple.notifications.store import EventingStore
 from ripple.notifications.topics import Topic
 from ripple.pipeline import outcomes
-from ripple.pipeline.deliver import Deliverer, RetryPolicy
-from ripple.pipeline.destinations import Destinations
+from ripple.pipeline.deliver import Deliverer
 from ripple.pipeline.leases import Lease, lease_mark
 from ripple.pipeline.queue import RetryQueue
 from ripple.pipeline.reconfigure import Reconfigurer
@@ -66,7 +65,9 @@ from ripple.pipeline.transform import EVENT_SCHEMA, BatchMapper, Owners
 from ripple.snapshotter import shared as shared_snapshotters
 from ripple.snapshotter.settings import SnapshotterSettings
 from ripple.subscriptions.store import SubscriptionStore
+from ripple.targets.destinations import Destinations
 from ripple.targets.guard import DestinationGuard, set_default_guard
+from ripple.targets.retry import RetryPolicy
 
 __all__ = [
     "WorkerSetup",

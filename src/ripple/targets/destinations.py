@@ -25,11 +25,15 @@ they are only checked.
 
 Every other argument goes to the push target (see docs/targets.md). A wrong argument raises
 `ValueError` with one line naming the topic and the argument, before anything starts.
+
+A target's module, and with it its broker's SDK, is imported when a target of its kind is
+built (`BUILDERS`), not with this module: the gateway checks topics with `push_target` and
+loads no SDK for a kind it never builds, and nothing of Spark.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 
 from ripple.events.names import BUCKET_EVENT_NAMES, matches
@@ -42,22 +46,88 @@ from ripple.notifications.topics import (
     RENAME_MODES,
     Topic,
 )
-from ripple.pipeline.deliver import RetryPolicy
 from ripple.subscriptions.store import SubscriptionStore
-from ripple.targets import amqp, hdfs_inotify, mqtt, nats, pubsub, redis, snapshot, webhook
+from ripple.targets import hdfs_inotify
 from ripple.targets.arguments import flag, positive, whole
 from ripple.targets.base import Target
 from ripple.targets.guard import DestinationRefused, default_guard
 from ripple.targets.opaque import OpaqueDataTarget
+from ripple.targets.retry import RetryPolicy
 from ripple.targets.subscription import SubscriptionTarget
 
-__all__ = ["Destinations", "build", "topics_in_use"]
+__all__ = ["BUILDERS", "Destinations", "build", "policy_of", "push_target", "topics_in_use"]
 
 RETRY_ARGUMENTS = ("time-to-live", "max-retries", "retry-sleep-duration", "persistent")
 # applied by routing, for every target
 ROUTING_ARGUMENTS = (INCLUDE_TAGS, INCLUDE_METADATA, RENAME_EVENTS, PROJECT_EVENTS)
 COMMON_ARGUMENTS = (*RETRY_ARGUMENTS, "OpaqueData", "format", *ROUTING_ARGUMENTS)
 FORMATS = ("s3", hdfs_inotify.FORMAT)
+
+
+# builds a topic's push target from the arguments left for it
+Builder = Callable[[Topic, Mapping[str, str]], Target]
+
+
+def _webhook(topic: Topic, arguments: Mapping[str, str]) -> Target:
+    from ripple.targets import webhook
+
+    return webhook.from_arguments(topic.name, topic.push_endpoint, arguments)
+
+
+def _pubsub(topic: Topic, arguments: Mapping[str, str]) -> Target:
+    from ripple.targets import pubsub
+
+    target = pubsub.from_arguments(topic.name, topic.pubsub_topic, arguments)
+    # its endpoint argument, and an API topic's project: `DestinationRefused`
+    target.check(default_guard(), api_topic=bool(topic.label))
+    return target
+
+
+def _snapshot(topic: Topic, arguments: Mapping[str, str]) -> Target:
+    from ripple.targets import snapshot
+
+    assert topic.endpoint is not None
+    return snapshot.from_arguments(topic.name, topic.endpoint.path, arguments)
+
+
+def _amqp(topic: Topic, arguments: Mapping[str, str]) -> Target:
+    from ripple.targets import amqp
+
+    assert topic.endpoint is not None
+    return amqp.from_arguments(topic.name, topic.endpoint, arguments)
+
+
+def _nats(topic: Topic, arguments: Mapping[str, str]) -> Target:
+    from ripple.targets import nats
+
+    assert topic.endpoint is not None
+    return nats.from_arguments(topic.name, topic.endpoint, arguments)
+
+
+def _mqtt(topic: Topic, arguments: Mapping[str, str]) -> Target:
+    from ripple.targets import mqtt
+
+    assert topic.endpoint is not None
+    return mqtt.from_arguments(topic.name, topic.endpoint, arguments)
+
+
+def _redis(topic: Topic, arguments: Mapping[str, str]) -> Target:
+    from ripple.targets import redis
+
+    assert topic.endpoint is not None
+    return redis.from_arguments(topic.name, topic.endpoint, arguments)
+
+
+# each kind of push target, and what builds one (importing the target's module then)
+BUILDERS: dict[str, Builder] = {
+    "webhook": _webhook,
+    "pubsub": _pubsub,
+    "snapshot": _snapshot,
+    "amqp": _amqp,
+    "nats": _nats,
+    "mqtt": _mqtt,
+    "redis": _redis,
+}
 
 
 @dataclass
@@ -127,33 +197,20 @@ def push_target(topic: Topic) -> Target | None:
         argument = default.get(topic.kind)
         if argument is not None:
             arguments.setdefault(argument, topic.label)
+    builder = BUILDERS.get(topic.kind)  # none for a pull-only topic
+    if builder is None:
+        extra = [a for a in topic.arguments if a not in ("persistent", *ROUTING_ARGUMENTS)]
+        if extra:
+            raise ValueError(
+                f"topic {topic.name!r} is pull-only, so its arguments "
+                f"{', '.join(map(repr, extra))} would do nothing; remove them"
+            )
+        return None
     endpoint = topic.endpoint
-    target: Target
-    match topic.kind:
-        case "webhook":
-            target = webhook.from_arguments(topic.name, topic.push_endpoint, arguments)
-        case "pubsub":
-            target = pubsub.from_arguments(topic.name, topic.pubsub_topic, arguments)
-        case "snapshot":
-            assert endpoint is not None
-            target = snapshot.from_arguments(topic.name, endpoint.path, arguments)
-        case "amqp" | "nats" | "mqtt" | "redis" as kind:
-            assert endpoint is not None
-            module = {"amqp": amqp, "nats": nats, "mqtt": mqtt, "redis": redis}[kind]
-            target = module.from_arguments(topic.name, endpoint, arguments)
-        case _:
-            extra = [a for a in topic.arguments if a not in ("persistent", *ROUTING_ARGUMENTS)]
-            if extra:
-                raise ValueError(
-                    f"topic {topic.name!r} is pull-only, so its arguments "
-                    f"{', '.join(map(repr, extra))} would do nothing; remove them"
-                )
-            return None
     try:
+        target = builder(topic, arguments)
         if endpoint is not None and endpoint.host:
             default_guard().check_host(endpoint.host)
-        if isinstance(target, pubsub.PubSubTarget):  # its endpoint argument; an API topic's
-            target.check(default_guard(), api_topic=bool(topic.label))  # project too
     except DestinationRefused as e:
         raise ValueError(f"topic {topic.name!r}: {e}") from None
     opaque = topic.arguments.get("OpaqueData")
