@@ -38,8 +38,8 @@ from rich.console import Console
 from rich.table import Table
 
 from common import progress_bar
+from ripple.snapshotter.formats import COMPRESSIONS, FORMATS
 from ripple.snapshotter.index.sqlite import SqliteIndex
-from ripple.snapshotter.pages import COMPRESSIONS, FORMATS
 from ripple.snapshotter.replay import replay
 from ripple.snapshotter.service import Publish, Snapshotter
 from ripple.snapshotter.settings import SnapshotterSettings

@@ -12,7 +12,7 @@ import zstandard
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ripple.snapshotter import pages
+from ripple.snapshotter import formats
 from ripple.snapshotter.pages import PageError, decode, decompress, encode, extension, iter_events
 from ripple.snapshotter.proto import Event, EventPage, PageMetadata
 
@@ -287,5 +287,5 @@ def test_unknown_format_or_compression_is_refused() -> None:
         encode(_sample_page(), "xml", "none")  # type: ignore[arg-type]
     with pytest.raises(ValueError, match="compression"):
         encode(_sample_page(), "protobuf", "lz4")  # type: ignore[arg-type]
-    assert pages.FORMATS == ("protobuf", "ndjson")
-    assert pages.COMPRESSIONS == ("none", "gzip", "zstd")
+    assert formats.FORMATS == ("protobuf", "ndjson")
+    assert formats.COMPRESSIONS == ("none", "gzip", "zstd")

@@ -10,9 +10,10 @@ from dataclasses import replace
 import pytest
 
 from ripple.snapshotter.compact import CompactError, compact
+from ripple.snapshotter.formats import Compression, Format
 from ripple.snapshotter.index import IndexEntry, IndexError_
 from ripple.snapshotter.index.sqlite import SqliteIndex
-from ripple.snapshotter.pages import Compression, Format, decode, decompress
+from ripple.snapshotter.pages import decode, decompress
 from ripple.snapshotter.reconcile import page_format, reconcile
 from ripple.snapshotter.replay import replay
 from ripple.snapshotter.service import Snapshotter

@@ -8,6 +8,7 @@ listed in an index from which they are replayed. Layout:
 |---|---|
 | `proto/` | the wire formats: publish API, pages, write-ahead log records |
 | `settings` | a snapshotter's configuration (`[snapshotters.NAME]` in ripple.toml) |
+| `formats` | the names of the page formats and compressions it may be configured with |
 | `pages` | pages to bytes and back: protobuf or NDJSON, none / gzip / zstd |
 | `keys` | page keys from templates such as `{writer_id}/{date}/{sequence}.pb.zst` |
 | `storage/` | where pages go: the filesystem or any S3 endpoint |

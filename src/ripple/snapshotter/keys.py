@@ -13,8 +13,10 @@ from __future__ import annotations
 import string
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from typing import TYPE_CHECKING
 
-from ripple.snapshotter.proto import PageMetadata
+if TYPE_CHECKING:
+    from ripple.snapshotter.proto import PageMetadata
 
 __all__ = ["DEFAULT_TEMPLATE", "PLACEHOLDERS", "KeyTemplate"]
 

@@ -14,19 +14,15 @@ import base64
 import gzip
 import zlib
 from collections.abc import Callable, Iterator, Sequence
-from typing import Literal
 
 import orjson
 import zstandard
 
+from ripple.snapshotter.formats import COMPRESSIONS, Compression, Format
 from ripple.snapshotter.proto import Event, EventPage, PageMetadata
 
 __all__ = [
-    "COMPRESSIONS",
-    "FORMATS",
     "FORMAT_VERSION",
-    "Compression",
-    "Format",
     "PageError",
     "compress",
     "decode",
@@ -40,10 +36,6 @@ __all__ = [
     "varint",
 ]
 
-Format = Literal["protobuf", "ndjson"]
-Compression = Literal["none", "gzip", "zstd"]
-FORMATS: tuple[Format, ...] = ("protobuf", "ndjson")
-COMPRESSIONS: tuple[Compression, ...] = ("none", "gzip", "zstd")
 FORMAT_VERSION = "v1"
 CONTENT_TYPES = {"protobuf": "application/x-protobuf", "ndjson": "application/x-ndjson"}
 

@@ -41,8 +41,8 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any, cast
 
+from ripple.snapshotter.formats import COMPRESSIONS, FORMATS, Compression, Format
 from ripple.snapshotter.keys import DEFAULT_TEMPLATE, KeyTemplate
-from ripple.snapshotter.pages import COMPRESSIONS, FORMATS, Compression, Format
 
 __all__ = ["DEFAULT_NAME", "SnapshotterSettings", "parse_snapshotters"]
 

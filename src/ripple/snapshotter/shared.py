@@ -10,6 +10,9 @@ The pipeline's tasks run in many worker processes, so its driver serves the snap
 over their gRPC service (`Served`, each opened at its first event) and its workers
 `configure_remote` them: there `acquire` answers a `Remote`, which publishes each batch of
 events, with their ids and times, in one `PublishBatch` call.
+
+The snapshotter itself, its gRPC service and client are imported when one is opened or
+served: a process that only configures them (the gateway) loads no gRPC.
 """
 
 from __future__ import annotations
@@ -17,12 +20,12 @@ from __future__ import annotations
 import threading
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
-from ripple.snapshotter.client import SnapshotterClient, SnapshotterClientError
-from ripple.snapshotter.grpc_server import serve_grpc
-from ripple.snapshotter.service import Publish, Snapshotter
 from ripple.snapshotter.settings import DEFAULT_NAME, SnapshotterSettings
+
+if TYPE_CHECKING:
+    from ripple.snapshotter.service import Publish
 
 __all__ = [
     "Archive",
@@ -96,7 +99,12 @@ def acquire(name: str) -> Archive:
             _open[name] = (snapshotter, users + 1)
             return snapshotter
         remote = _remote.get(name)
-        opened: Archive = Remote(name, remote) if remote else Snapshotter.open(settings)
+        if remote:
+            opened: Archive = Remote(name, remote)
+        else:
+            from ripple.snapshotter.service import Snapshotter
+
+            opened = Snapshotter.open(settings)
         _open[name] = (opened, 1)
         return opened
 
@@ -119,11 +127,15 @@ class Remote:
     in its write-ahead log; a failure is a `RuntimeError` of one line."""
 
     def __init__(self, name: str, address: str, timeout: float = 30.0) -> None:
+        from ripple.snapshotter.client import SnapshotterClient
+
         self.name = name
         self.address = address
         self.client = SnapshotterClient(address, timeout)
 
     def publish_many(self, events: Sequence[Publish]) -> int:
+        from ripple.snapshotter.client import SnapshotterClientError
+
         try:
             return self.client.publish_batch(events)
         except SnapshotterClientError as e:
@@ -161,6 +173,8 @@ class Served:
     closes what they opened."""
 
     def __init__(self, host: str) -> None:
+        from ripple.snapshotter.grpc_server import serve_grpc
+
         self.addresses: dict[str, str] = {}
         self._served: list[tuple[Any, _OnFirstUse]] = []
         try:
