@@ -43,6 +43,7 @@ class Settings:
     delete_rate: float = 100.0  # delete operations per second per project (token bucket)
     delete_burst: int = 200
     max_rename_keys: int = 1000  # keys one prefix rename may move
+    s3_workers: int = 1  # gateway processes on the S3 address (`ripple.gateway.processes`)
     lifecycle_interval: int = 3600  # seconds between lifecycle runs in `ripple up`; 0: none
     region: str = ""  # empty: none configured; events and the gateway say `us-east-1`
     spark_master: str = "local[*]"
@@ -133,6 +134,7 @@ _KEYS: dict[str, tuple[str, str]] = {
     "s3.delete-rate": ("delete_rate", "RIPPLE_S3_DELETE_RATE"),
     "s3.delete-burst": ("delete_burst", "RIPPLE_S3_DELETE_BURST"),
     "s3.max-rename-keys": ("max_rename_keys", "RIPPLE_S3_MAX_RENAME_KEYS"),
+    "s3.workers": ("s3_workers", "RIPPLE_S3_WORKERS"),
     "lifecycle.interval": ("lifecycle_interval", "RIPPLE_LIFECYCLE_INTERVAL"),
     "spark.master": ("spark_master", "RIPPLE_SPARK_MASTER"),
     "spark.driver-host": ("spark_driver_host", "RIPPLE_SPARK_DRIVER_HOST"),
@@ -176,6 +178,7 @@ _NUMBERS: dict[str, _Number] = {
     "s3.delete-rate": _Number(0, 1_000_000_000, whole=False, above=True, note="per second"),
     "s3.delete-burst": _Number(1, 1_000_000_000),
     "s3.max-rename-keys": _Number(1, 1_000_000),
+    "s3.workers": _Number(1, 1024, note="gateway processes"),
     "lifecycle.interval": _Number(0, 31_536_000, note="seconds, a year at most; 0: no runs"),
 }
 _DECIMAL = re.compile(r"[0-9]{1,30}(?:\.[0-9]{0,30})?|\.[0-9]{1,30}")

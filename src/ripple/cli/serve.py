@@ -1,11 +1,17 @@
-"""`ripple serve`: the S3 gateway alone, on s3.address (RIPPLE_S3_ADDRESS)."""
+"""`ripple serve`: the S3 gateway alone, on s3.address (RIPPLE_S3_ADDRESS), in this process
+or in `--workers` processes of its own."""
 
 from __future__ import annotations
+
+import signal
+import time
 
 import click
 from rich.table import Table
 
 from ripple.cli.common import console, migrate, open_metabase, safe_url, settings_of
+from ripple.config import Settings
+from ripple.gateway.processes import GatewayProcesses
 from ripple.gateway.server import Gateway, GatewayError, bind, build_services
 from ripple.notifications import Registry
 
@@ -17,8 +23,15 @@ from ripple.notifications import Registry
     metavar="HOST:PORT",
     help="Where to listen (default: s3.address / RIPPLE_S3_ADDRESS, 127.0.0.1:9000).",
 )
+@click.option(
+    "--workers",
+    type=click.IntRange(1, 1024),
+    default=None,
+    help="Gateway processes on the address (default: s3.workers / RIPPLE_S3_WORKERS, 1). "
+    "With more than 1 each is a process of its own, and one that dies is replaced.",
+)
 @click.pass_context
-def serve(ctx: click.Context, address: str | None) -> None:
+def serve(ctx: click.Context, address: str | None, workers: int | None) -> None:
     """Serve the S3 API until Ctrl-C.
 
     Migrates the metabase first. Clients sign requests with a key from
@@ -31,19 +44,18 @@ def serve(ctx: click.Context, address: str | None) -> None:
     registry = Registry.from_settings(settings)  # kept current by the gateway
     db = open_metabase(settings, registry)
     migrate(db)
+    workers = workers or int(settings.s3_workers)
     try:
-        gateway = Gateway(
-            build_services(settings, db, registry), bind(address or settings.s3_address)
-        )
+        sock = bind(address or settings.s3_address)
+        if workers > 1:
+            db.dispose()  # each process opens its own
+            serve_in_processes(settings, GatewayProcesses(settings, sock, workers), safe_url(db))
+            return
+        gateway = Gateway(build_services(settings, db, registry), sock)
     except GatewayError as e:
         db.dispose()
         raise click.ClickException(str(e)) from e
-    table = Table(title="ripple serve", show_header=False, title_justify="left")
-    table.add_row("S3 endpoint", gateway.url)
-    table.add_row("metabase", safe_url(db))
-    table.add_row("object data", str((settings.data_dir / "objects").resolve()))
-    console.print(table)
-    console.print("[green]gateway running[/green]; Ctrl-C stops it", highlight=False)
+    print_table(settings, gateway.url, safe_url(db))
     try:
         gateway.run()
     except KeyboardInterrupt:
@@ -51,4 +63,42 @@ def serve(ctx: click.Context, address: str | None) -> None:
         pass
     finally:
         db.dispose()
+    console.print("gateway stopped", highlight=False)
+
+
+def print_table(settings: Settings, url: str, metabase: str, workers: int = 1) -> None:
+    table = Table(title="ripple serve", show_header=False, title_justify="left")
+    table.add_row("S3 endpoint", url)
+    table.add_row("metabase", metabase)
+    table.add_row("object data", str((settings.data_dir / "objects").resolve()))
+    if workers > 1:
+        table.add_row("gateway processes", str(workers))
+    console.print(table)
+    console.print("[green]gateway running[/green]; Ctrl-C stops it", highlight=False)
+
+
+def serve_in_processes(settings: Settings, processes: GatewayProcesses, metabase: str) -> None:
+    """Run the gateway processes until Ctrl-C or SIGTERM (to this process: a service
+    manager's stop), then stop them all."""
+    stop = False
+
+    def stopping(_signum: int, _frame: object) -> None:
+        nonlocal stop
+        stop = True
+
+    previous = signal.signal(signal.SIGTERM, stopping)
+    try:
+        processes.start()
+    except GatewayError as e:
+        signal.signal(signal.SIGTERM, previous)
+        raise click.ClickException(str(e)) from e
+    try:
+        print_table(settings, processes.url, metabase, processes.workers)
+        while not stop and processes.alive():
+            time.sleep(0.2)
+    except KeyboardInterrupt:
+        pass  # Ctrl-C reached the processes too: they are ending
+    finally:
+        processes.stop()
+        signal.signal(signal.SIGTERM, previous)
     console.print("gateway stopped", highlight=False)

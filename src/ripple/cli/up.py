@@ -1,5 +1,6 @@
-"""`ripple up`: the main job on the embedded defaults: migrate, then serve S3 and run the
-pipeline, until Ctrl-C."""
+"""`ripple up`: the main job on the embedded defaults: migrate, then serve S3 from gateway
+processes of their own (`ripple.gateway.processes`) and run the pipeline in this one, until
+Ctrl-C."""
 
 from __future__ import annotations
 
@@ -10,9 +11,13 @@ from rich.table import Table
 from ripple.cli.common import migrate, open_metabase, settings_of
 from ripple.cli.lifecycle import LifecycleSchedule, free_data
 from ripple.cli.pipeline import run_pipeline
-from ripple.gateway.server import Gateway, GatewayError, bind, build_services
+from ripple.gateway.data import ObjectData
+from ripple.gateway.processes import GatewayProcesses
+from ripple.gateway.server import GatewayError, bind
 from ripple.metabase.schema import buckets, objects, projects
 from ripple.notifications import Registry
+from ripple.notifications.store import EventingStore
+from ripple.notifications.watcher import ConfigWatcher
 
 DEFAULT_METRICS_ADDRESS = "127.0.0.1:9464"
 
@@ -24,16 +29,19 @@ def up(ctx: click.Context) -> None:
 
     Creates the data directory, migrates the metabase to the newest schema (migrations
     that already ran are skipped), prints where everything is, serves the S3 API on
-    s3.address (RIPPLE_S3_ADDRESS, 127.0.0.1:9000 by default) and runs the eventing
-    pipeline. Make S3 credentials with `ripple user create NAME`. Prometheus metrics are
-    served on metrics.address (RIPPLE_METRICS_ADDRESS), 127.0.0.1:9464 by default.
+    s3.address (RIPPLE_S3_ADDRESS, 127.0.0.1:9000 by default) from s3.workers gateway
+    processes of their own (RIPPLE_S3_WORKERS, 1 by default) and runs the eventing
+    pipeline in this one. Make S3 credentials with `ripple user create NAME`. Prometheus
+    metrics are served on metrics.address (RIPPLE_METRICS_ADDRESS), 127.0.0.1:9464 by
+    default.
     """
     settings = settings_of(ctx)
     settings.data_dir.mkdir(parents=True, exist_ok=True)
-    registry = Registry.from_settings(settings)  # kept current by the gateway
-    db = open_metabase(
-        settings, registry
-    )  # the gateway's, with eventing for the configured buckets
+    # for the migration, the counts and the lifecycle runs (whose expirations in a bucket
+    # with eventing write change records: the watcher keeps the registry current); the
+    # gateway processes open theirs
+    registry = Registry.from_settings(settings)
+    db = open_metabase(settings, registry)
     try:
         revision = migrate(db)
         with db.read() as conn:
@@ -45,7 +53,14 @@ def up(ctx: click.Context) -> None:
                     ("objects", objects),
                 )
             }
-        gateway = Gateway(build_services(settings, db, registry), bind(settings.s3_address))
+        watcher = ConfigWatcher.for_registry(EventingStore(db), registry)
+        watcher.start()
+        gateway = GatewayProcesses(settings, bind(settings.s3_address), int(settings.s3_workers))
+        try:
+            gateway.start()
+        except BaseException:
+            watcher.stop()
+            raise
     except GatewayError as e:
         db.dispose()
         raise click.ClickException(str(e)) from e
@@ -58,11 +73,13 @@ def up(ctx: click.Context) -> None:
     for name, count in counts.items():
         table.add_row(name, str(count))
     table.add_row("S3 endpoint", gateway.url)
+    if gateway.workers > 1:
+        table.add_row("gateway processes", str(gateway.workers))
     interval = int(settings.lifecycle_interval)
     table.add_row("lifecycle runs", f"every {interval} s" if interval else "off")
-    gateway.start()
     # lifecycle rules applied now and every lifecycle.interval seconds (0: never)
-    schedule = LifecycleSchedule(db, interval, removed=free_data(gateway.services.data))
+    data = ObjectData(settings.data_dir / "objects")
+    schedule = LifecycleSchedule(db, interval, removed=free_data(data))
     if interval:
         schedule.start()
     try:
@@ -74,4 +91,5 @@ def up(ctx: click.Context) -> None:
     finally:
         schedule.stop()
         gateway.stop()
+        watcher.stop()
         db.dispose()

@@ -1,0 +1,182 @@
+"""The gateway in processes of its own: several uvicorn servers on one listening socket.
+
+`ripple serve --workers N` and `ripple up` bind the S3 address once, then start gateway
+processes that each serve that socket (the kernel hands each new connection to one of
+them), so S3 requests use every core and never share an interpreter with the pipeline's
+driver. The processes are started fresh (multiprocessing's `spawn`: nothing of the parent,
+neither its threads nor Spark's bridge, is inherited); each opens its own metabase pool and
+builds its services from the settings.
+
+A process that dies (a crash, SIGKILL, the OOM killer) is replaced, and one line says so;
+one that exits 0 was asked to stop (Ctrl-C reaches the whole process group) and is not.
+A process that fails before it serves, say the metabase is out of reach, stops the start
+with its one-line reason: the next would fail the same way.
+"""
+
+from __future__ import annotations
+
+import logging
+import multiprocessing
+import socket
+import threading
+import time
+from dataclasses import dataclass
+from multiprocessing.connection import Connection
+from multiprocessing.context import SpawnProcess
+from typing import Any
+
+from ripple.config import Settings
+from ripple.gateway.server import Gateway, GatewayError, build_services
+from ripple.metabase import Metabase
+from ripple.notifications.registry import Registry
+
+__all__ = ["GatewayProcesses", "serve_process"]
+
+log = logging.getLogger(__name__)
+
+_spawn = multiprocessing.get_context("spawn")
+READY_TIMEOUT_S = 120.0  # a loaded machine imports the gateway in seconds
+STOP_TIMEOUT_S = 10.0  # uvicorn's graceful shutdown takes up to 5
+WATCH_INTERVAL_S = 0.5
+
+
+def serve_process(settings: Settings, sock: socket.socket, report: Connection) -> None:
+    """A gateway process: build the services, serve `sock` until SIGINT or SIGTERM. It
+    sends ("ready", pid) once it serves, or ("failed", reason) if it cannot start."""
+    logging.basicConfig(  # warnings only, as `ripple serve`: no line per refused request
+        level=logging.WARNING, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
+    )
+    try:
+        registry = Registry.from_settings(settings)  # kept current by the gateway
+        db = Metabase(settings.effective_database_url, eventing=registry.is_eventing)
+        gateway = Gateway(build_services(settings, db, registry), sock)
+    except (GatewayError, ValueError, OSError) as e:
+        report.send(("failed", str(e).splitlines()[0] if str(e) else type(e).__name__))
+        raise SystemExit(3) from None
+
+    def announce() -> None:
+        while not gateway.started:
+            time.sleep(0.01)
+        report.send(("ready", multiprocessing.current_process().pid))
+
+    threading.Thread(target=announce, name="announce", daemon=True).start()
+    try:
+        gateway.run()
+    except KeyboardInterrupt:  # uvicorn shut down on SIGINT, then raised it again
+        pass
+    finally:
+        db.dispose()
+
+
+@dataclass
+class _Process:
+    process: SpawnProcess
+    report: Connection  # the parent's end
+
+
+class GatewayProcesses:
+    """`workers` gateway processes on the bound `sock`, kept at that number until `stop`."""
+
+    def __init__(self, settings: Settings, sock: socket.socket, workers: int) -> None:
+        if workers < 1:
+            raise GatewayError("the gateway needs at least 1 worker process")
+        self.settings = settings
+        self.socket = sock
+        self.workers = workers
+        host, port = sock.getsockname()[:2]
+        self.url = f"http://[{host}]:{port}" if ":" in host else f"http://{host}:{port}"
+        self.processes: list[_Process] = []
+        self.restarts = 0
+        self._stopping = threading.Event()
+        self._lock = threading.Lock()
+        self._watch: threading.Thread | None = None
+
+    def _spawn(self) -> _Process:
+        parent, child = _spawn.Pipe(duplex=False)
+        process = _spawn.Process(
+            target=serve_process,
+            args=(self.settings, self.socket, child),
+            name="ripple-gateway",
+            daemon=False,
+        )
+        process.start()
+        child.close()
+        return _Process(process, parent)
+
+    @staticmethod
+    def _wait_ready(started: _Process, timeout: float) -> None:
+        """Until the process serves; `GatewayError` with its reason if it cannot."""
+        if not started.report.poll(timeout):
+            raise GatewayError(f"a gateway process did not start within {timeout:.0f} s")
+        try:
+            kind, detail = started.report.recv()
+        except EOFError:
+            code = started.process.exitcode
+            raise GatewayError(f"a gateway process exited while starting (code {code})") from None
+        if kind != "ready":
+            raise GatewayError(str(detail))
+
+    def start(self) -> None:
+        """Start the processes and wait until each serves; then watch them."""
+        try:
+            for _ in range(self.workers):
+                self.processes.append(self._spawn())
+            for started in self.processes:
+                self._wait_ready(started, READY_TIMEOUT_S)
+        except BaseException:
+            self.stop()
+            raise
+        self._watch = threading.Thread(target=self._keep, name="gateway-processes", daemon=True)
+        self._watch.start()
+
+    def _keep(self) -> None:
+        while not self._stopping.wait(WATCH_INTERVAL_S):
+            with self._lock:
+                for i, running in enumerate(self.processes):
+                    code = running.process.exitcode
+                    if code is None or code == 0 or self._stopping.is_set():
+                        continue
+                    log.warning(
+                        "gateway process %s ended (%s); starting another",
+                        running.process.pid,
+                        f"signal {-code}" if code < 0 else f"exit code {code}",
+                    )
+                    running.report.close()
+                    self.processes[i] = self._spawn()
+                    self.restarts += 1
+
+    def alive(self) -> bool:
+        """Whether any process still serves (all exit 0 when Ctrl-C reached them)."""
+        with self._lock:
+            return any(p.process.exitcode is None for p in self.processes)
+
+    def pids(self) -> list[int]:
+        with self._lock:
+            return [p.process.pid for p in self.processes if p.process.pid is not None]
+
+    def stop(self, timeout: float = STOP_TIMEOUT_S) -> None:
+        """SIGTERM every process (uvicorn ends its connections gracefully), then SIGKILL
+        those still there after `timeout`; close the socket."""
+        self._stopping.set()
+        if self._watch is not None:
+            self._watch.join()
+        with self._lock:
+            for running in self.processes:
+                if running.process.exitcode is None:
+                    running.process.terminate()
+            deadline = time.monotonic() + timeout
+            for running in self.processes:
+                running.process.join(max(0.0, deadline - time.monotonic()))
+                if running.process.exitcode is None:
+                    log.warning("gateway process %s did not stop; killed", running.process.pid)
+                    running.process.kill()
+                    running.process.join()
+                running.report.close()
+        self.socket.close()
+
+    def __enter__(self) -> GatewayProcesses:
+        self.start()
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.stop()

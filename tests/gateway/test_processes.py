@@ -1,0 +1,112 @@
+"""The gateway in processes of its own (`ripple.gateway.processes`): several processes serve
+one socket, one that dies is replaced, a start that cannot work says why, and
+`ripple serve --workers 2` stops all of them at Ctrl-C."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+from pathlib import Path
+
+import httpx
+import pytest
+
+from ripple.config import Settings
+from ripple.gateway.processes import GatewayProcesses
+from ripple.gateway.server import GatewayError, bind
+from tests.gateway.conftest import wait_for
+from tests.gateway.test_serve import client, credentials, ripple
+from tests.ports import free_port
+from tests.ripple_process import RippleProcess
+
+
+def alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    # a zombie still answers kill(0): one that ended and was not yet reaped
+    with open(f"/proc/{pid}/stat") as f:
+        return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+
+
+def test_two_processes_serve_one_socket_and_a_killed_one_is_replaced(tmp_path: Path) -> None:
+    access, secret = credentials(ripple(tmp_path, "user", "create", "alice"))
+    settings = Settings(data_dir=tmp_path / ".ripple")
+    with GatewayProcesses(settings, bind("127.0.0.1:0"), workers=2) as gateway:
+        first = gateway.pids()
+        assert len(set(first)) == 2 and os.getpid() not in first
+        s3 = client(gateway.url, access, secret)
+        s3.create_bucket(Bucket="photos")
+        s3.put_object(Bucket="photos", Key="k", Body=b"v")
+
+        os.kill(first[0], signal.SIGKILL)
+        wait_for(lambda: gateway.restarts == 1, what="a replacement process")
+        now = gateway.pids()
+        assert len(now) == 2 and first[0] not in now and first[1] in now
+        # every connection is answered, whichever process the kernel gives it to
+        for _ in range(20):
+            with httpx.Client() as http:
+                assert http.get(f"{gateway.url}/_ripple/health").status_code == 200
+        assert client(gateway.url, access, secret).get_object(Bucket="photos", Key="k")[
+            "Body"
+        ].read() == (b"v")
+        pids = gateway.pids()
+    assert not any(alive(pid) for pid in pids)
+    with pytest.raises(httpx.ConnectError):
+        httpx.get(f"{gateway.url}/_ripple/health", timeout=2)
+
+
+def test_a_process_that_cannot_start_stops_the_start_with_its_reason(tmp_path: Path) -> None:
+    settings = Settings(data_dir=tmp_path / ".ripple", destinations_allow="not-a-network/99")
+    gateway = GatewayProcesses(settings, bind("127.0.0.1:0"), workers=2)
+    with pytest.raises(GatewayError, match="not-a-network/99"):
+        gateway.start()
+    assert gateway.socket.fileno() == -1  # closed
+    assert not any(p.process.is_alive() for p in gateway.processes)
+
+
+def test_no_workers_is_refused() -> None:
+    sock = bind("127.0.0.1:0")
+    try:
+        with pytest.raises(GatewayError, match="at least 1"):
+            GatewayProcesses(Settings(), sock, workers=0)
+    finally:
+        sock.close()
+
+
+def children_of(pid: int) -> list[int]:
+    found = subprocess.run(["pgrep", "-P", str(pid)], capture_output=True, text=True)
+    return [int(p) for p in found.stdout.split()]
+
+
+def test_serve_workers_2_answers_and_stops_every_process_at_ctrl_c(tmp_path: Path) -> None:
+    access, secret = credentials(ripple(tmp_path, "user", "create", "alice"))
+    port = free_port()
+    with RippleProcess(tmp_path, "serve", "--workers", "2", "--address", f"127.0.0.1:{port}") as (
+        server
+    ):
+        server.wait_for_output("gateway running", timeout=120)
+        assert "gateway processes │ 2" in server.stdout.replace("  ", " ").replace("  ", " ")
+        gateways = [
+            pid
+            for pid in children_of(server.process.pid)
+            if "spawn_main" in Path(f"/proc/{pid}/cmdline").read_text()
+        ]
+        s3 = client(f"http://127.0.0.1:{port}", access, secret)
+        s3.create_bucket(Bucket="photos")
+        for i in range(10):
+            s3.put_object(Bucket="photos", Key=f"k{i}", Body=b"v")
+        assert s3.list_objects_v2(Bucket="photos")["KeyCount"] == 10
+        assert server.interrupt() == 0, server.stderr
+    assert len(gateways) == 2
+    assert "gateway stopped" in server.stdout
+    assert "Traceback" not in server.stderr
+    assert not any(alive(pid) for pid in gateways)
+
+
+def test_serve_workers_0_is_refused_by_the_command_line(tmp_path: Path) -> None:
+    with RippleProcess(tmp_path, "serve", "--workers", "0") as server:
+        assert server.finish(60) == 2
+    assert "--workers" in server.stderr and "Traceback" not in server.stderr
