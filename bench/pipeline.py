@@ -53,6 +53,8 @@ from rich.table import Table
 from common import (  # bench/common.py (bench/ is on sys.path)
     cpu_s,
     fresh_postgres_database,
+    machine_cpu_s,
+    postgres_cpu_s,
     progress_bar,
     tree_cpu_seconds,
 )
@@ -185,6 +187,15 @@ def stream_ends(engine: sa.Engine) -> dict[int, int]:
     return {p: reader.end(p) for p in range(reader.partitions())}
 
 
+def delivered_records(engine: sa.Engine, start: dict[int, int]) -> int:
+    """Records the pipeline delivered since `start`, by its consumer offsets (which its
+    tasks store once their events are stored): a query of a few rows, where counting the
+    subscription's rows would cost PostgreSQL CPU growing with the backlog, taken from the
+    pipeline it measures."""
+    offsets = ChangeStreamReader(engine).offsets(DEFAULT_CONSUMER)
+    return sum(max(0, offsets.get(p, at) - at) for p, at in start.items())
+
+
 def delivered_to_the_end(engine: sa.Engine, ends: dict[int, int]) -> bool:
     """Have the pipeline's consumer offsets reached `ends` (its tasks store them once their
     events are delivered)?"""
@@ -228,7 +239,7 @@ def pipeline_process(
         [
             str(RIPPLE), "--config", str(config or config_file(world)), "pipeline", "run",
             "--checkpoint", str(world.directory / f"checkpoint-{name}"),
-            *(["--lease-seconds", "0"] if name == "local_batches" else []),
+            *(["--lease-seconds", "0"] if name.split("@")[0] == "local_batches" else []),
             *(["--max-records-per-batch", str(max_records)] if max_records else []),
         ],
         env=env, stdout=log, stderr=subprocess.STDOUT, text=True, start_new_session=True,
@@ -246,7 +257,9 @@ def pipeline_process(
         log.close()
 
 
-def wait_until(process: subprocess.Popen[str], what: str, done: Any, timeout: float) -> None:
+def wait_until(
+    process: subprocess.Popen[str], what: str, done: Any, timeout: float, poll_s: float = 0.05
+) -> None:
     deadline = time.monotonic() + timeout
     while not done():
         if process.poll() is not None:
@@ -255,7 +268,7 @@ def wait_until(process: subprocess.Popen[str], what: str, done: Any, timeout: fl
             raise RuntimeError(f"the pipeline exited ({process.returncode}) before {what}:\n{tail}")
         if time.monotonic() > deadline:
             raise RuntimeError(f"timed out waiting for {what}")
-        time.sleep(0.05)
+        time.sleep(poll_s)
 
 
 @dataclass
@@ -264,6 +277,9 @@ class Figures:
     driver_cpu_us_per_event: float
     driver_tree_cpu_us_per_event: float
     pull_events_per_s_from_running: float
+    pull_machine_cpu_us_per_event: float  # from running to done, every process
+    pull_postgres_cpu_us_per_event: float
+    pull_cores_busy: float  # of os.cpu_count(): what the machine did not spend idle
     latency_p50_s: float
     latency_p99_s: float
     latency_max_s: float
@@ -280,31 +296,44 @@ def _pct(values: list[float], pct: float) -> float:
 
 
 def measure(
-    world: World, master_url: str, name: str, args: argparse.Namespace, receiver: Receiver
+    world: World,
+    master_url: str,
+    name: str,
+    args: argparse.Namespace,
+    receiver: Receiver,
+    start: dict[int, int],
+    max_records: int,
 ) -> Figures:
+    """The pull of the backlog after `start` (the stream's ends before the fill), then the
+    latency at a steady rate."""
     engine = sa.create_engine(world.url, pool_size=1)
     backlog = args.events
-    with pipeline_process(
-        world, master_url, name, max_records=args.max_records_per_batch
-    ) as process:
+    records = sum(stream_ends(engine)[p] - at for p, at in start.items())
+    with pipeline_process(world, master_url, name, max_records=max_records) as process:
         started = time.monotonic()
         log = world.directory / f"pipeline-{name}.log"
         wait_until(process, "pipeline running", lambda: "pipeline running" in log.read_text(), 600)
         running = time.monotonic()
-        wait_until(process, "the first event", lambda: subscription_count(engine) > 0, 600)
+        machine_running, postgres_running = machine_cpu_s(), postgres_cpu_s()
+        wait_until(process, "the first event", lambda: delivered_records(engine, start) > 0, 600)
         first_seen = time.monotonic()
-        first_count, cpu_first = subscription_count(engine), cpu_s(process.pid)
+        first_count = delivered_records(engine, start) * backlog // records  # events
+        cpu_first = cpu_s(process.pid)
         tree_first = tree_cpu_seconds(process.pid)
         with progress_bar(console) as bar:
             task = bar.add_task(f"{name}: pull {backlog:,} events", total=backlog)
 
             def all_stored() -> bool:
-                n = subscription_count(engine)
-                bar.update(task, completed=n)
-                return n >= backlog
+                n = delivered_records(engine, start)
+                bar.update(task, completed=n * backlog // records)
+                return n >= records
 
-            wait_until(process, "every backlog event", all_stored, 1800)
+            wait_until(process, "every backlog event", all_stored, 1800, poll_s=0.1)
         done = time.monotonic()
+        if subscription_count(engine) != backlog:
+            raise RuntimeError(f"the subscription holds {subscription_count(engine)} events")
+        machine_used = machine_cpu_s() - machine_running
+        postgres_used = postgres_cpu_s() - postgres_running
         cpu_used = cpu_s(process.pid) - cpu_first
         tree_used = tree_cpu_seconds(process.pid) - tree_first
         measured = backlog - first_count
@@ -319,6 +348,9 @@ def measure(
         # planner); on local[2] it holds the executors too
         driver_tree_cpu_us_per_event=round(tree_used / max(1, measured) * 1e6, 3),
         pull_events_per_s_from_running=round(backlog / (done - running), 1),
+        pull_machine_cpu_us_per_event=round(machine_used / backlog * 1e6, 2),
+        pull_postgres_cpu_us_per_event=round(postgres_used / backlog * 1e6, 2),
+        pull_cores_busy=round(machine_used / (done - running), 2),
         latency_p50_s=round(_pct(latencies, 50), 4),
         latency_p99_s=round(_pct(latencies, 99), 4),
         latency_max_s=round(latencies[-1], 4),
@@ -360,7 +392,7 @@ def latency(
                 writers,
                 args.rate,
                 args.latency_seconds,
-                f"lat-{name}",
+                f"lat-{name.replace('@', '-')}",  # events carry keys URL-encoded
                 go,
                 start_at,
                 out,
@@ -438,10 +470,21 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--latency-seconds", type=float, default=60, help="latency: how long")
     parser.add_argument("--quick", action="store_true", help="smoke: 5000 events, 10 s latency")
     parser.add_argument(
-        "--max-records-per-batch", type=int, default=0, help="the pipeline's (default: its own)"
+        "--max-records-per-batch",
+        default="0",
+        metavar="N[,N…]",
+        help="the pipeline's (0: its own default); several: each master pulls the same "
+        "backlog once per value (named MASTER@N)",
     )
     args = parser.parse_args()
     args.masters = [m for m in args.masters.split(",") if m]
+    try:
+        args.max_records_per_batch = [int(n) for n in args.max_records_per_batch.split(",")]
+    except ValueError:
+        parser.error("--max-records-per-batch takes whole numbers, comma-separated")
+    several = len(args.max_records_per_batch) > 1
+    sizes = args.max_records_per_batch
+    args.runs = [(f"{m}@{n}" if several else m, m, n) for m in args.masters for n in sizes]
     unknown = set(args.masters) - set(MASTERS)
     if unknown:
         parser.error(f"unknown masters {sorted(unknown)}; choose from {', '.join(MASTERS)}")
@@ -469,17 +512,18 @@ def main() -> int:
                 "receiver_ceiling_per_s": round(receiver_ceiling(receiver, b"{}", 3.0), 1),
             }
             receiver.reset()
-            for name in args.masters:
+            for name, master, max_records in args.runs:
                 reset(world, engine, start)
-                with master_for(name, Path(tmp)) as master_url:
-                    results[name] = asdict(measure(world, master_url, name, args, receiver))
+                with master_for(master, Path(tmp)) as master_url:
+                    figures = measure(world, master_url, name, args, receiver, start, max_records)
+                results[name] = asdict(figures)
                 console.print(f"{name}: {results[name]}")
             engine.dispose()
         finally:
             receiver.close()
     table = Table(title="pipeline: pull from a backlog, latency at a steady rate (PostgreSQL)")
     table.add_column("figure")
-    for name in args.masters:
+    for name, _, _ in args.runs:
         table.add_column(name, justify="right")
     table.add_column("target", justify="right")
     for figure in (
@@ -491,7 +535,7 @@ def main() -> int:
         target = TARGETS.get(figure)
         table.add_row(
             figure,
-            *(f"{results[m][figure]:,}" for m in args.masters),
+            *(f"{results[name][figure]:,}" for name, _, _ in args.runs),
             f"{target:,}" if target is not None else "",
         )
     console.print(table)
