@@ -9,7 +9,11 @@ backlog's start):
     the first master) into a bucket whose pull-only topic has a subscription; events per
     second from the first event stored to the last (Spark's start and the first task's
     Python worker start are before that), and the CPU the driver's Python process (the
-    `ripple` process itself: not its JVM, not the executors) spent per event meanwhile;
+    `ripple` process itself: not its JVM, not the executors) spent per event meanwhile; also
+    from "pipeline running" to the last event: events per second, the whole machine's CPU
+    and PostgreSQL's per event, and how many cores were busy (of 2: near 2, the pull is
+    CPU-bound). Delivery is followed by the pipeline's consumer offsets (a query of a few
+    rows), the subscription's rows counted once at the end;
 (b) latency: writer processes commit `--rate` single-object transactions per second for
     `--latency-seconds` into a bucket whose topic pushes to a loopback webhook receiver
     (an asyncio HTTP server in its own process); each event's latency is its receipt time
@@ -25,6 +29,7 @@ The last line is one JSON object:
 
     .venv/bin/python bench/pipeline.py [--masters local,standalone_1,standalone_2,local_batches]
         [--events 200000] [--rate 200] [--latency-seconds 60] [--quick]
+        [--max-records-per-batch 50000,200000]   # each value pulls the same backlog: local@N
 """
 
 from __future__ import annotations
