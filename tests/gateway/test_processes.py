@@ -7,13 +7,14 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
+import time
 from pathlib import Path
 
 import httpx
 import pytest
 
 from ripple.config import Settings
-from ripple.gateway.processes import GatewayProcesses
+from ripple.gateway.processes import WATCH_INTERVAL_S, GatewayProcesses
 from ripple.gateway.server import GatewayError, bind
 from tests.gateway.conftest import wait_for
 from tests.gateway.test_serve import client, credentials, ripple
@@ -36,15 +37,21 @@ def test_two_processes_serve_one_socket_and_a_killed_one_is_replaced(tmp_path: P
     settings = Settings(data_dir=tmp_path / ".ripple")
     with GatewayProcesses(settings, bind("127.0.0.1:0"), workers=2) as gateway:
         first = gateway.pids()
-        assert len(set(first)) == 2 and os.getpid() not in first
+        assert len(set(first)) == 2
+        assert os.getpid() not in first
         s3 = client(gateway.url, access, secret)
         s3.create_bucket(Bucket="photos")
         s3.put_object(Bucket="photos", Key="k", Body=b"v")
 
         os.kill(first[0], signal.SIGKILL)
         wait_for(lambda: gateway.restarts == 1, what="a replacement process")
+        replacement = gateway.processes[0]  # where the killed one was
+        wait_for(replacement.report.poll, what="the replacement serves")
+        assert replacement.report.recv() == ("ready", replacement.process.pid)
         now = gateway.pids()
-        assert len(now) == 2 and first[0] not in now and first[1] in now
+        assert len(now) == 2
+        assert first[0] not in now
+        assert first[1] in now
         # every connection is answered, whichever process the kernel gives it to
         for _ in range(20):
             with httpx.Client() as http:
@@ -65,6 +72,12 @@ def test_a_process_that_cannot_start_stops_the_start_with_its_reason(tmp_path: P
         gateway.start()
     assert gateway.socket.fileno() == -1  # closed
     assert not any(p.process.is_alive() for p in gateway.processes)
+
+
+def test_a_metabase_not_migrated_stops_the_start_with_one_line(tmp_path: Path) -> None:
+    gateway = GatewayProcesses(Settings(data_dir=tmp_path / ".ripple"), bind("127.0.0.1:0"), 1)
+    with pytest.raises(GatewayError, match="no such table"):
+        gateway.start()
 
 
 def test_no_workers_is_refused() -> None:
@@ -89,11 +102,7 @@ def test_serve_workers_2_answers_and_stops_every_process_at_ctrl_c(tmp_path: Pat
     ):
         server.wait_for_output("gateway running", timeout=120)
         assert "gateway processes │ 2" in server.stdout.replace("  ", " ").replace("  ", " ")
-        gateways = [
-            pid
-            for pid in children_of(server.process.pid)
-            if "spawn_main" in Path(f"/proc/{pid}/cmdline").read_text()
-        ]
+        gateways = gateway_children(server)
         s3 = client(f"http://127.0.0.1:{port}", access, secret)
         s3.create_bucket(Bucket="photos")
         for i in range(10):
@@ -106,7 +115,44 @@ def test_serve_workers_2_answers_and_stops_every_process_at_ctrl_c(tmp_path: Pat
     assert not any(alive(pid) for pid in gateways)
 
 
+def gateway_children(server: RippleProcess) -> list[int]:
+    return [
+        pid
+        for pid in children_of(server.process.pid)
+        if "spawn_main" in Path(f"/proc/{pid}/cmdline").read_text()
+    ]
+
+
+def test_a_process_asked_to_stop_exits_0_and_is_not_replaced(tmp_path: Path) -> None:
+    """SIGTERM (a service manager's stop, sent to the whole group) while the parent is
+    still busy stopping something else, as `ripple up` is with its pipeline."""
+    ripple(tmp_path, "user", "create", "alice")  # the metabase, migrated
+    settings = Settings(data_dir=tmp_path / ".ripple")
+    with GatewayProcesses(settings, bind("127.0.0.1:0"), workers=2) as gateway:
+        asked = gateway.processes[0].process
+        os.kill(asked.pid, signal.SIGTERM)
+        asked.join(30)
+        assert asked.exitcode == 0
+        time.sleep(3 * WATCH_INTERVAL_S)  # the watcher's ticks: none may replace it
+        assert gateway.restarts == 0
+        assert gateway.alive()  # the other one serves on
+
+
+def test_gateway_processes_stop_when_their_parent_is_killed(tmp_path: Path) -> None:
+    port = free_port()
+    with RippleProcess(tmp_path, "serve", "--workers", "2", "--address", f"127.0.0.1:{port}") as (
+        server
+    ):
+        server.wait_for_output("gateway running", timeout=120)
+        gateways = gateway_children(server)
+        os.kill(server.process.pid, signal.SIGKILL)  # the parent only, not its group
+        server.finish(30)
+        wait_for(lambda: not any(alive(pid) for pid in gateways), what="the orphans' end")
+    assert len(gateways) == 2
+
+
 def test_serve_workers_0_is_refused_by_the_command_line(tmp_path: Path) -> None:
     with RippleProcess(tmp_path, "serve", "--workers", "0") as server:
         assert server.finish(60) == 2
-    assert "--workers" in server.stderr and "Traceback" not in server.stderr
+    assert "--workers" in server.stderr
+    assert "Traceback" not in server.stderr

@@ -53,43 +53,41 @@ def up(ctx: click.Context) -> None:
                     ("objects", objects),
                 )
             }
-        watcher = ConfigWatcher.for_registry(EventingStore(db), registry)
-        watcher.start()
         gateway = GatewayProcesses(settings, bind(settings.s3_address), int(settings.s3_workers))
-        try:
-            gateway.start()
-        except BaseException:
-            watcher.stop()
-            raise
+        gateway.start()  # stops what it started if it cannot
     except GatewayError as e:
         db.dispose()
         raise click.ClickException(str(e)) from e
     except BaseException:
         db.dispose()
         raise
-    table = Table(title="ripple", show_header=False, title_justify="left")
-    table.add_row("data directory", str(settings.data_dir.resolve()))
-    table.add_row("schema revision", str(revision))
-    for name, count in counts.items():
-        table.add_row(name, str(count))
-    table.add_row("S3 endpoint", gateway.url)
-    if gateway.workers > 1:
-        table.add_row("gateway processes", str(gateway.workers))
-    interval = int(settings.lifecycle_interval)
-    table.add_row("lifecycle runs", f"every {interval} s" if interval else "off")
-    # lifecycle rules applied now and every lifecycle.interval seconds (0: never)
-    data = ObjectData(settings.data_dir / "objects")
-    schedule = LifecycleSchedule(db, interval, removed=free_data(data))
-    if interval:
-        schedule.start()
+    watcher = ConfigWatcher.for_registry(EventingStore(db), registry)
+    schedule: LifecycleSchedule | None = None
     try:
+        watcher.start()
+        table = Table(title="ripple", show_header=False, title_justify="left")
+        table.add_row("data directory", str(settings.data_dir.resolve()))
+        table.add_row("schema revision", str(revision))
+        for name, count in counts.items():
+            table.add_row(name, str(count))
+        table.add_row("S3 endpoint", gateway.url)
+        if gateway.workers > 1:
+            table.add_row("gateway processes", str(gateway.workers))
+        interval = int(settings.lifecycle_interval)
+        table.add_row("lifecycle runs", f"every {interval} s" if interval else "off")
+        # lifecycle rules applied now and every lifecycle.interval seconds (0: never)
+        data = ObjectData(settings.data_dir / "objects")
+        schedule = LifecycleSchedule(db, interval, removed=free_data(data))
+        if interval:
+            schedule.start()
         run_pipeline(
             settings,
             metrics_address=settings.metrics_address or DEFAULT_METRICS_ADDRESS,
             table=table,
         )
     finally:
-        schedule.stop()
+        if schedule is not None:
+            schedule.stop()
         gateway.stop()
         watcher.stop()
         db.dispose()

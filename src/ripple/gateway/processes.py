@@ -8,16 +8,22 @@ neither its threads nor Spark's bridge, is inherited); each opens its own metaba
 builds its services from the settings.
 
 A process that dies (a crash, SIGKILL, the OOM killer) is replaced, and one line says so;
-one that exits 0 was asked to stop (Ctrl-C reaches the whole process group) and is not.
-A process that fails before it serves, say the metabase is out of reach, stops the start
-with its one-line reason: the next would fail the same way.
+one that ends on SIGINT or SIGTERM was asked to stop (Ctrl-C and a service manager's stop
+reach the whole process group) and exits 0, so it is not. A replacement that dies again
+soon waits longer each time (up to `MOST_BACKOFF_S`), its reason logged. A process that
+fails before it serves at the start, say a malformed setting, stops the start with its
+one-line reason: the next would fail the same way. A process whose parent is gone stops:
+a killed `ripple up` leaves no gateway holding its address.
 """
 
 from __future__ import annotations
 
 import logging
 import multiprocessing
+import os
+import signal
 import socket
+import sys
 import threading
 import time
 from dataclasses import dataclass
@@ -38,6 +44,8 @@ _spawn = multiprocessing.get_context("spawn")
 READY_TIMEOUT_S = 120.0  # a loaded machine imports the gateway in seconds
 STOP_TIMEOUT_S = 10.0  # uvicorn's graceful shutdown takes up to 5
 WATCH_INTERVAL_S = 0.5
+SOON_S = 10.0  # a replacement that dies sooner than this after its start backs off
+MOST_BACKOFF_S = 30.0
 
 
 def serve_process(settings: Settings, sock: socket.socket, report: Connection) -> None:
@@ -46,24 +54,36 @@ def serve_process(settings: Settings, sock: socket.socket, report: Connection) -
     logging.basicConfig(  # warnings only, as `ripple serve`: no line per refused request
         level=logging.WARNING, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
     )
+    # uvicorn ends gracefully on SIGINT / SIGTERM, then raises the signal again with the
+    # handler it found: this one, so a process asked to stop exits 0
+    signal.signal(signal.SIGTERM, lambda _signum, _frame: sys.exit(0))
+    parent = os.getppid()
     try:
         registry = Registry.from_settings(settings)  # kept current by the gateway
         db = Metabase(settings.effective_database_url, eventing=registry.is_eventing)
         gateway = Gateway(build_services(settings, db, registry), sock)
-    except (GatewayError, ValueError, OSError) as e:
+    except Exception as e:
         report.send(("failed", str(e).splitlines()[0] if str(e) else type(e).__name__))
         raise SystemExit(3) from None
 
-    def announce() -> None:
+    def announce_then_follow_the_parent() -> None:
         while not gateway.started:
             time.sleep(0.01)
-        report.send(("ready", multiprocessing.current_process().pid))
+        report.send(("ready", os.getpid()))
+        while os.getppid() == parent:
+            time.sleep(1.0)
+        os.kill(os.getpid(), signal.SIGTERM)  # the parent is gone: stop serving its address
 
-    threading.Thread(target=announce, name="announce", daemon=True).start()
+    threading.Thread(target=announce_then_follow_the_parent, daemon=True).start()
     try:
         gateway.run()
     except KeyboardInterrupt:  # uvicorn shut down on SIGINT, then raised it again
         pass
+    except Exception as e:  # before it served (its first look at the metabase): one line
+        if gateway.started:
+            raise
+        report.send(("failed", str(e).splitlines()[0] if str(e) else type(e).__name__))
+        raise SystemExit(3) from None
     finally:
         db.dispose()
 
@@ -72,6 +92,14 @@ def serve_process(settings: Settings, sock: socket.socket, report: Connection) -
 class _Process:
     process: SpawnProcess
     report: Connection  # the parent's end
+    started: float  # time.monotonic() at its start
+    due: float | None = None  # once it died: when its replacement starts
+
+
+def _crashed(code: int | None) -> bool:
+    """Whether a process's exit code says it died rather than was asked to stop (0; or
+    a SIGINT / SIGTERM that came before its handlers were in place)."""
+    return code is not None and code not in (0, -signal.SIGINT, -signal.SIGTERM)
 
 
 class GatewayProcesses:
@@ -90,6 +118,7 @@ class GatewayProcesses:
         self._stopping = threading.Event()
         self._lock = threading.Lock()
         self._watch: threading.Thread | None = None
+        self._backoff_s = 0.0  # the last replacement's wait
 
     def _spawn(self) -> _Process:
         parent, child = _spawn.Pipe(duplex=False)
@@ -101,7 +130,7 @@ class GatewayProcesses:
         )
         process.start()
         child.close()
-        return _Process(process, parent)
+        return _Process(process, parent, time.monotonic())
 
     @staticmethod
     def _wait_ready(started: _Process, timeout: float) -> None:
@@ -111,6 +140,7 @@ class GatewayProcesses:
         try:
             kind, detail = started.report.recv()
         except EOFError:
+            started.process.join(1.0)
             code = started.process.exitcode
             raise GatewayError(f"a gateway process exited while starting (code {code})") from None
         if kind != "ready":
@@ -133,22 +163,50 @@ class GatewayProcesses:
         while not self._stopping.wait(WATCH_INTERVAL_S):
             with self._lock:
                 for i, running in enumerate(self.processes):
-                    code = running.process.exitcode
-                    if code is None or code == 0 or self._stopping.is_set():
+                    if self._stopping.is_set():
+                        break
+                    if not _crashed(running.process.exitcode):
                         continue
-                    log.warning(
-                        "gateway process %s ended (%s); starting another",
-                        running.process.pid,
-                        f"signal {-code}" if code < 0 else f"exit code {code}",
-                    )
-                    running.report.close()
-                    self.processes[i] = self._spawn()
-                    self.restarts += 1
+                    if running.due is None:  # seen dead for the first time
+                        running.due = self._schedule(running)
+                    if time.monotonic() >= running.due:
+                        try:
+                            self.processes[i] = self._spawn()
+                            self.restarts += 1
+                        except OSError as e:  # none could be started: at the next tick
+                            log.warning("cannot start a gateway process: %s", e)
+
+    def _schedule(self, ended: _Process) -> float:
+        """Log why `ended` died; when its replacement starts (later each time one dies
+        soon after its start)."""
+        code = ended.process.exitcode
+        assert code is not None
+        reason = ""
+        try:
+            if ended.report.poll():
+                kind, detail = ended.report.recv()
+                reason = f": {detail}" if kind == "failed" else ""
+        except (EOFError, OSError):
+            pass
+        ended.report.close()
+        soon = time.monotonic() - ended.started < SOON_S
+        self._backoff_s = min(MOST_BACKOFF_S, max(1.0, self._backoff_s * 2)) if soon else 0.0
+        log.warning(
+            "gateway process %s ended (%s%s); starting another%s",
+            ended.process.pid,
+            f"signal {-code}" if code < 0 else f"exit code {code}",
+            reason,
+            f" in {self._backoff_s:.0f} s" if self._backoff_s else "",
+        )
+        return time.monotonic() + self._backoff_s
 
     def alive(self) -> bool:
-        """Whether any process still serves (all exit 0 when Ctrl-C reached them)."""
+        """Whether any process still serves or is to be replaced (all end without a crash
+        when Ctrl-C or a service manager's SIGTERM reached them)."""
         with self._lock:
-            return any(p.process.exitcode is None for p in self.processes)
+            return any(
+                p.process.exitcode is None or _crashed(p.process.exitcode) for p in self.processes
+            )
 
     def pids(self) -> list[int]:
         with self._lock:
