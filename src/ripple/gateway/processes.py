@@ -32,7 +32,7 @@ from multiprocessing.context import SpawnProcess
 from typing import Any
 
 from ripple.config import Settings
-from ripple.gateway.server import Gateway, GatewayError, build_services
+from ripple.gateway.server import Gateway, GatewayError, build_services, url_of
 from ripple.metabase import Metabase
 from ripple.notifications.registry import Registry
 
@@ -46,6 +46,10 @@ STOP_TIMEOUT_S = 10.0  # uvicorn's graceful shutdown takes up to 5
 WATCH_INTERVAL_S = 0.5
 SOON_S = 10.0  # a replacement that dies sooner than this after its start backs off
 MOST_BACKOFF_S = 30.0
+
+
+def _one_line(error: Exception) -> str:
+    return str(error).splitlines()[0] if str(error) else type(error).__name__
 
 
 def serve_process(settings: Settings, sock: socket.socket, report: Connection) -> None:
@@ -63,7 +67,7 @@ def serve_process(settings: Settings, sock: socket.socket, report: Connection) -
         db = Metabase(settings.effective_database_url, eventing=registry.is_eventing)
         gateway = Gateway(build_services(settings, db, registry), sock)
     except Exception as e:
-        report.send(("failed", str(e).splitlines()[0] if str(e) else type(e).__name__))
+        report.send(("failed", _one_line(e)))
         raise SystemExit(3) from None
 
     def announce_then_follow_the_parent() -> None:
@@ -82,7 +86,7 @@ def serve_process(settings: Settings, sock: socket.socket, report: Connection) -
     except Exception as e:  # before it served (its first look at the metabase): one line
         if gateway.started:
             raise
-        report.send(("failed", str(e).splitlines()[0] if str(e) else type(e).__name__))
+        report.send(("failed", _one_line(e)))
         raise SystemExit(3) from None
     finally:
         db.dispose()
@@ -111,8 +115,7 @@ class GatewayProcesses:
         self.settings = settings
         self.socket = sock
         self.workers = workers
-        host, port = sock.getsockname()[:2]
-        self.url = f"http://[{host}]:{port}" if ":" in host else f"http://{host}:{port}"
+        self.url = url_of(sock)
         self.processes: list[_Process] = []
         self.restarts = 0
         self._stopping = threading.Event()

@@ -77,6 +77,12 @@ def bind(address: str) -> socket.socket:
     return sock
 
 
+def url_of(sock: socket.socket) -> str:
+    """The http:// URL a bound socket serves at."""
+    host, port = sock.getsockname()[:2]
+    return f"http://[{host}]:{port}" if ":" in host else f"http://{host}:{port}"
+
+
 class Gateway:
     """A uvicorn server for the gateway app on an already bound socket; `limits`: what a
     connection may take (timeouts, header sizes), `ripple.gateway.protocol`."""
@@ -86,8 +92,7 @@ class Gateway:
     ) -> None:
         self.services = services
         self.socket = sock
-        host, port = sock.getsockname()[:2]
-        self.url = f"http://[{host}]:{port}" if ":" in host else f"http://{host}:{port}"
+        self.url = url_of(sock)
         app = create_app(services)
         config = uvicorn.Config(
             app,
