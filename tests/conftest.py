@@ -25,7 +25,7 @@ from ripple.config import ENVIRONMENT_VARIABLES
 from ripple.identity.schema import access_keys
 from ripple.metabase import Metabase
 from ripple.metabase.migrate import upgrade
-from ripple.metabase.schema import buckets, objects, projects
+from ripple.metabase.schema import buckets, client_tokens, objects, projects, rate_limits
 from ripple.notifications.schema import bucket_notifications, eventing_changes, topics
 from ripple.pipeline.schema import dead_letters, delivery_retries
 from ripple.subscriptions.schema import subscription_events, subscriptions
@@ -111,6 +111,8 @@ def _empty(metabase: Metabase) -> Metabase:
             dead_letters,
             subscription_events,
             subscriptions,
+            rate_limits,
+            client_tokens,
         ):
             conn.execute(sa.delete(table))
         conn.execute(

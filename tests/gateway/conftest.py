@@ -13,7 +13,7 @@ import pytest
 from botocore.config import Config
 
 from ripple.gateway.data import ObjectData
-from ripple.gateway.ratelimit import TokenBuckets
+from ripple.gateway.ratelimit import RateLimit
 from ripple.gateway.request import Services
 from ripple.gateway.server import Gateway, bind
 from ripple.identity import AccessKey, Keyring, create_user
@@ -58,7 +58,7 @@ def services(db: Metabase, tmp_path: Path) -> Services:
         db=db,
         data=ObjectData(tmp_path / "objects"),
         keyring=Keyring(db, tmp_path, ttl=0.0),
-        deletes=TokenBuckets(10_000, 10_000),
+        deletes=RateLimit(db, "delete", 10_000, 10_000),
     )
 
 

@@ -16,7 +16,7 @@ import pytest
 from botocore.exceptions import ClientError
 
 from ripple.gateway import delete_objects as handler
-from ripple.gateway.ratelimit import TokenBuckets
+from ripple.gateway.ratelimit import RateLimit
 from ripple.identity import create_key
 from ripple.metabase import delete_objects
 from tests.gateway.conftest import Running, wait_for
@@ -352,7 +352,7 @@ def test_a_missing_bucket_fails_the_request(s3: Any) -> None:
 
 def test_a_bulk_request_takes_one_rate_limit_token(gateway: Running, s3: Any) -> None:
     s3.create_bucket(Bucket="limited")
-    gateway.services.deletes = TokenBuckets(rate=0.001, burst=2)
+    gateway.services.deletes = RateLimit(gateway.services.db, "delete", rate=0.001, burst=2)
     keys = [f"k/{n:04d}" for n in range(1000)]
     for _ in range(2):
         result = s3.delete_objects(Bucket="limited", Delete={"Objects": objects(*keys)})

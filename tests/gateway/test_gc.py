@@ -9,6 +9,10 @@ import uuid
 from pathlib import Path
 from typing import Any
 
+import pytest
+from botocore.exceptions import ClientError
+
+from ripple.gateway import data as data_module
 from ripple.gateway.gc import collect
 from tests.gateway.test_objects import data_files
 
@@ -70,3 +74,57 @@ def test_collect_removes_only_what_no_row_needs(s3: Any, gateway: Any) -> None:
     assert s3.get_object(Bucket="bkt", Key="done")["Body"].read() == b"d" * 10
     parts = s3.list_parts(Bucket="bkt", Key="pending", UploadId=upload)["Parts"]
     assert [p["PartNumber"] for p in parts] == [1]
+
+
+def test_gc_on_a_machine_whose_clock_runs_ahead_takes_no_young_file(
+    gateway: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Age is judged by the filesystem's clock: a gc run on a machine two hours ahead of
+    the (network) filesystem sees a file placed a moment ago as young."""
+    data = gateway.services.data
+    placed = data.path_of(uuid.uuid4())  # as for a commit still to come
+    placed.parent.mkdir(parents=True, exist_ok=True)
+    placed.write_bytes(b"p")
+    real = time.time
+    monkeypatch.setattr(time, "time", lambda: real() + 7200)
+    assert collect(gateway.services.db, data, grace_seconds=60).paths == []
+    assert placed.exists()
+
+
+def test_new_data_not_committed_within_its_window_is_refused_and_removed(
+    s3: Any, gateway: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A commit later than COMMIT_WINDOW_S after its data's last write could meet a gc that
+    took the file: PutObject, CopyObject and CompleteMultipartUpload refuse it instead
+    (503 SlowDown, try again), and keep neither the file nor a row."""
+    s3.create_bucket(Bucket="bkt")
+    s3.put_object(Bucket="bkt", Key="source", Body=b"s" * 5000)
+    upload = s3.create_multipart_upload(Bucket="bkt", Key="parts")["UploadId"]
+    part = s3.upload_part(Bucket="bkt", Key="parts", UploadId=upload, PartNumber=1, Body=b"p" * 9)
+    data = gateway.services.data
+    before = set(data.stored())
+    monkeypatch.setattr(data_module, "COMMIT_WINDOW_S", -1.0)  # every commit is too late
+    calls = [
+        lambda: s3.put_object(Bucket="bkt", Key="put", Body=b"x" * 5000),
+        lambda: s3.copy_object(Bucket="bkt", Key="copy", CopySource="bkt/source"),
+        lambda: s3.complete_multipart_upload(
+            Bucket="bkt",
+            Key="parts",
+            UploadId=upload,
+            MultipartUpload={"Parts": [{"PartNumber": 1, "ETag": part["ETag"]}]},
+        ),
+    ]
+    for call in calls:
+        with pytest.raises(ClientError) as refused:
+            call()
+        assert refused.value.response["Error"]["Code"] == "SlowDown"
+    assert set(data.stored()) == before
+    assert [o["Key"] for o in s3.list_objects_v2(Bucket="bkt")["Contents"]] == ["source"]
+    monkeypatch.undo()  # the upload is still there to complete
+    s3.complete_multipart_upload(
+        Bucket="bkt",
+        Key="parts",
+        UploadId=upload,
+        MultipartUpload={"Parts": [{"PartNumber": 1, "ETag": part["ETag"]}]},
+    )
+    assert s3.get_object(Bucket="bkt", Key="parts")["Body"].read() == b"p" * 9

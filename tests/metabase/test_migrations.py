@@ -54,6 +54,8 @@ def test_every_table_is_created(db: Metabase) -> None:
         "topics",
         "bucket_notifications",
         "eventing_changes",
+        "rate_limits",
+        "client_tokens",
         "alembic_version",
     }
 

@@ -103,10 +103,10 @@ def key_revoke(ctx: click.Context, access_key: str) -> None:
     """Revoke ACCESS_KEY for good.
 
     Running gateways stop accepting it within their key
-    cache time (10 seconds)."""
+    cache time (1 s)."""
     with identity_metabase(ctx) as db:
         revoke_key(db, access_key)
     click.echo(
         f"revoked access key {access_key}; gateways stop accepting it within "
-        f"{DEFAULT_TTL:g} seconds"
+        f"{DEFAULT_TTL:g} s"
     )

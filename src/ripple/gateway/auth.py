@@ -147,7 +147,8 @@ async def grant_access(req: S3Request, operation: str) -> None:
     """Find the bucket's owner (`req.owner`); refuse with `AccessDenied` unless the
     requester is the owner or the ACLs grant it what `operation` needs.
 
-    The owner's own requests cost no query once the name's owner is remembered. A bucket
+    The owner's own requests cost no query once the name's owner is remembered; others
+    look it up again (they read the ACLs anyway). A bucket
     that exists nowhere is left to the handler (NoSuchBucket; CreateBucket makes it); an
     anonymous request is told `NoSuchBucket` at once, as S3 tells anyone."""
     anonymous = req.access_key is None
@@ -156,7 +157,11 @@ async def grant_access(req: S3Request, operation: str) -> None:
             raise S3Error("AccessDenied", ANONYMOUS_DENIED)
         return  # ListBuckets, CreateBucket: the requester's own project
     owners = req.services.owners
-    owner = owners.cached(req.bucket) or await req.run(owners.lookup, req.bucket)
+    owner = owners.cached(req.bucket)
+    if owner is None or _foreign(req, owner):
+        # another project's bucket (or an anonymous request) is looked up fresh: the name
+        # may have been deleted and made again by the requester through another gateway
+        owner = await req.run(owners.lookup, req.bucket, fresh=True)
     if owner is None:
         if anonymous:
             raise S3Error("NoSuchBucket", f"the bucket {req.bucket!r} does not exist")

@@ -25,7 +25,7 @@ from ripple.gateway.get_object import MAX_PART_NUMBER
 from ripple.gateway.headers import quoted, version_headers
 from ripple.gateway.multipart import upload_id_of
 from ripple.gateway.object_checksums import add_elements, completed, listed_checksums
-from ripple.gateway.objects import free, write_condition
+from ripple.gateway.objects import commit_within, free, write_condition
 from ripple.gateway.parts import Part, lock_upload, multipart_etag, stored_parts
 from ripple.gateway.request import S3Request
 from ripple.metabase import Object, commit_object
@@ -139,6 +139,8 @@ async def complete(req: S3Request) -> Response:
         etag = multipart_etag(parts)
         try:
             result = await req.run(
+                commit_within,
+                writer.commit_by,
                 commit_object,
                 req.db,
                 pending,

@@ -42,7 +42,7 @@ from ripple.gateway.headers import (
     version_headers,
 )
 from ripple.gateway.object_checksums import add_elements, requested_algorithm
-from ripple.gateway.objects import free, write_condition
+from ripple.gateway.objects import commit_within, free, write_condition
 from ripple.gateway.request import S3Request
 from ripple.metabase import (
     Checksum,
@@ -167,8 +167,9 @@ def write_range(
 
 def copy_file(
     data: ObjectData, obj: Object, stream_id: uuid.UUID, checksum: Hasher | None = None
-) -> None:
-    """Copy the whole data of a version stored as a file to `stream_id`'s path."""
+) -> float:
+    """Copy the whole data of a version stored as a file to `stream_id`'s path; when its
+    commit must be made by (`DataWriter.commit_by`)."""
     writer = data.writer()
     try:
         write_range(data, obj, writer, 0, obj.total_plain_size, checksum)
@@ -176,6 +177,7 @@ def copy_file(
     except BaseException:
         writer.abort()
         raise
+    return writer.commit_by
 
 
 def copy_range(header: str, size: int) -> tuple[int, int]:
@@ -284,9 +286,10 @@ async def copy(req: S3Request) -> Response:
         stream_id = new_stream_id()
         copied = obj.inline_data is None
         hasher = None if algorithm is None else checksum_for(algorithm)
+        commit_by = None
         if copied:
             try:
-                await req.run(copy_file, data, obj, stream_id, hasher)
+                commit_by = await req.run(copy_file, data, obj, stream_id, hasher)
             except FileNotFoundError:  # deleted since it was resolved: resolve again
                 if last:
                     raise _changing() from None
@@ -298,6 +301,8 @@ async def copy(req: S3Request) -> Response:
             checksum = Checksum(algorithm, FULL_OBJECT, encode(hasher.digest()))
         try:
             result = await req.run(
+                commit_within,
+                commit_by,
                 copy_object,
                 req.db,
                 source.location(req),

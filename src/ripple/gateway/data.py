@@ -8,7 +8,9 @@ Layout under the data directory's `objects/`:
 Data is written to a temporary file, fsynced, then renamed into place before the metabase
 commit that makes it visible; it is removed only after the metabase transaction that
 deleted its version has committed. So a crash can leave a file no row names (an orphan,
-which `gc` finds), never a row without its file.
+which `gc` finds), never a row without its file. New data is committed within
+`COMMIT_WINDOW_S` of its last write or not at all (`DataWriter.commit_by`), and `gc` looks
+only at files older than twice that, so it never takes a file whose commit is to come.
 """
 
 from __future__ import annotations
@@ -24,6 +26,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO
 
+# seconds from a file's last write by which its commit must be made (or refused)
+COMMIT_WINDOW_S = 30.0
+
 
 class DataWriter:
     """A file being uploaded: bytes in, size (and MD5, unless the caller computes it) out,
@@ -34,6 +39,7 @@ class DataWriter:
         self._file: BinaryIO | None = path.open("xb")
         self._md5 = hashlib.md5(usedforsecurity=False) if digest else None
         self.size = 0
+        self.last_write = time.monotonic()
 
     def write(self, data: bytes) -> None:
         assert self._file is not None, "write after close"
@@ -41,11 +47,17 @@ class DataWriter:
         if self._md5 is not None:
             self._md5.update(data)
         self.size += len(data)
+        self.last_write = time.monotonic()
 
     @property
     def md5(self) -> bytes:
         assert self._md5 is not None, "a writer made with digest=False"
         return self._md5.digest()
+
+    @property
+    def commit_by(self) -> float:
+        """When (`time.monotonic()`) the metabase commit naming this data must be made by."""
+        return self.last_write + COMMIT_WINDOW_S
 
     def _close(self) -> None:
         if self._file is not None:
@@ -138,8 +150,18 @@ class ObjectData:
             with contextlib.suppress(ValueError):
                 yield uuid.UUID(hex=path.name), path
 
-    def stale_temporaries(self, older_than: float) -> Iterator[Path]:
-        cutoff = time.time() - older_than
+    def clock(self) -> float:
+        """The time by the clock that stamps this directory's files (a network
+        filesystem's server, whatever the clock of this machine says): a new file's mtime."""
+        probe = self.tmp / f"clock-{uuid.uuid4().hex}"
+        try:
+            probe.touch(exist_ok=False)
+            return probe.stat().st_mtime
+        finally:
+            probe.unlink(missing_ok=True)
+
+    def stale_temporaries(self, cutoff: float) -> Iterator[Path]:
+        """Temporary files last written before `cutoff` (by `clock`)."""
         for path in list(self.tmp.iterdir()):
             with contextlib.suppress(FileNotFoundError):
                 if path.stat().st_mtime < cutoff:

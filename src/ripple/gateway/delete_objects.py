@@ -101,7 +101,7 @@ async def delete_many(req: S3Request) -> Response:
     require_digest(req)
     # up to 2 MiB of XML: parsed off the event loop, which keeps serving meanwhile
     items, quiet = await req.run(parse_delete, await read_document(req, xml.MAX_XML_BYTES))
-    req.services.deletes.take(str(req.project_id))
+    await req.run(req.services.deletes.take, req.project_id)
     allowed = [i for i in items if _may_delete(req, i)]
     denied = _unique(i for i in items if not _may_delete(req, i))
     if allowed:

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import contextlib
 import shutil
-import time
 import uuid
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
@@ -19,7 +18,7 @@ from pathlib import Path
 
 import sqlalchemy as sa
 
-from ripple.gateway.data import ObjectData
+from ripple.gateway.data import COMMIT_WINDOW_S, ObjectData
 from ripple.metabase import Metabase
 from ripple.metabase.schema import objects
 from ripple.metabase.types import Status
@@ -27,8 +26,9 @@ from ripple.metabase.types import Status
 PENDING = int(Status.PENDING)
 
 DEFAULT_GRACE_SECONDS = 3600.0
-# a file placed for a commit still in flight is younger than this, whatever the option says
-MIN_GRACE_SECONDS = 60.0
+# a file placed for a commit still in flight is younger than this, whatever the option says:
+# no gateway commits data later than COMMIT_WINDOW_S after its last write
+MIN_GRACE_SECONDS = 2 * COMMIT_WINDOW_S
 
 
 @dataclass
@@ -77,13 +77,16 @@ def collect(
     """Find (and unless `dry_run`, remove) data older than the grace period that no row names.
 
     Files are listed before the rows are read: a file placed after the listing is not
-    looked at, and one committed before the read is found referenced.
+    looked at, and one committed before the read is found referenced. A file older than
+    the grace period by the filesystem's own clock (`ObjectData.clock`, so that gateways
+    and this command may run on machines whose clocks disagree) has no commit to come: a
+    gateway commits within `COMMIT_WINDOW_S` of a file's last write or not at all.
     """
     grace_seconds = max(grace_seconds, MIN_GRACE_SECONDS)
-    cutoff = time.time() - grace_seconds
+    cutoff = data.clock() - grace_seconds
     stored = _older(data.stored(), cutoff)
     uploads = _older(data.uploads(), cutoff)
-    found = Collected(temporaries=list(data.stale_temporaries(grace_seconds)))
+    found = Collected(temporaries=list(data.stale_temporaries(cutoff)))
     referenced, pending = referenced_stream_ids(db)
     found.orphans = [p for sid, p in stored if sid not in referenced]
     # a completed upload's object keeps its stream id: its parts are needed no more

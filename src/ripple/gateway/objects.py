@@ -9,6 +9,9 @@ the commit replaced, and of versions a delete removed, is removed only after the
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import TypeVar
+
 from starlette.responses import Response
 
 from ripple.gateway.acl import acl_of
@@ -28,6 +31,7 @@ from ripple.gateway.headers import (
 from ripple.gateway.object_checksums import of_received, response_headers
 from ripple.gateway.request import S3Request, header_number
 from ripple.metabase import (
+    Metabase,
     Object,
     ObjectLocation,
     WriteCondition,
@@ -44,10 +48,23 @@ from ripple.numbers import INT64_MAX
 
 MAX_SIZE = INT64_MAX  # a size any object could have
 
+T = TypeVar("T")
+
 
 def free(req: S3Request, removed: list[Object]) -> None:
     """Remove the data of versions a committed transaction deleted."""
     req.services.data.remove(o.stream_id for o in removed)
+
+
+def commit_within(
+    deadline: float | None, fn: Callable[..., T], db: Metabase, *args: object, **kwargs: object
+) -> T:
+    """`fn(db, …)`, a metabase write naming new data, committed by `deadline` (the data's
+    `DataWriter.commit_by`; None: the data is not in a file) or refused: `CommitTooLate`."""
+    if deadline is None:
+        return fn(db, *args, **kwargs)
+    with db.commit_deadline(deadline):
+        return fn(db, *args, **kwargs)
 
 
 def checksum_headers(received: Received) -> dict[str, str]:
@@ -132,6 +149,8 @@ async def put(req: S3Request) -> Response:
         raise
     try:
         result = await req.run(
+            commit_within,
+            None if spool.writer is None else spool.writer.commit_by,
             put_object,
             req.db,
             loc,
@@ -183,7 +202,7 @@ def delete_condition(req: S3Request) -> DeleteCondition:
 @operation("DELETE", "object", "", "DeleteObject", "delete")
 async def delete(req: S3Request) -> Response:
     condition = delete_condition(req)
-    req.services.deletes.take(str(req.project_id))
+    await req.run(req.services.deletes.take, req.project_id)
     bypass = req.header("x-amz-bypass-governance-retention").lower() == "true"
     allowed = req.can_bypass_governance
     version_id = req.version_id()

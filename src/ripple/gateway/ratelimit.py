@@ -1,4 +1,5 @@
-"""Per-project rate limits: a token bucket per project, refilled continuously.
+"""Per-project rate limits, one budget across every gateway over the metabase: a token
+bucket per project, refilled continuously (`ripple.metabase.rate_limits`).
 
 DeleteObject and DeleteObjects each take one token (a bulk delete of 1000 keys is ONE
 operation); an empty bucket answers 503 `SlowDown`, as S3 does when a client goes too fast.
@@ -6,50 +7,33 @@ operation); an empty bucket answers 503 `SlowDown`, as S3 does when a client goe
 
 from __future__ import annotations
 
-import threading
-import time
-from collections.abc import Callable
-from dataclasses import dataclass
+import uuid
 
 from ripple.gateway.errors import S3Error
+from ripple.metabase import Metabase
+from ripple.metabase.rate_limits import take_token
 
 
-@dataclass
-class _Bucket:
-    tokens: float
-    updated: float
+class RateLimit:
+    """`rate` requests per second per project, in bursts of up to `burst`, named `name` in
+    the metabase (every gateway with the same name shares the budget)."""
 
-
-class TokenBuckets:
-    def __init__(
-        self, rate: float, burst: float, clock: Callable[[], float] = time.monotonic
-    ) -> None:
+    def __init__(self, db: Metabase, name: str, rate: float, burst: float) -> None:
         if rate <= 0 or burst <= 0:
             raise ValueError("rate and burst must be positive")
+        self.db = db
+        self.name = name
         self.rate = rate
         self.burst = burst
-        self.clock = clock
-        self._buckets: dict[str, _Bucket] = {}
-        self._lock = threading.Lock()
 
-    def try_take(self, owner: str, tokens: float = 1.0) -> bool:
-        now = self.clock()
-        with self._lock:
-            bucket = self._buckets.get(owner)
-            if bucket is None:
-                bucket = self._buckets[owner] = _Bucket(self.burst, now)
-            bucket.tokens = min(self.burst, bucket.tokens + (now - bucket.updated) * self.rate)
-            bucket.updated = now
-            if bucket.tokens < tokens:
-                return False
-            bucket.tokens -= tokens
-            return True
+    def try_take(self, project_id: uuid.UUID) -> bool:
+        return take_token(self.db, project_id, self.name, rate=self.rate, burst=self.burst)
 
-    def take(self, owner: str, what: str = "delete") -> None:
+    def take(self, project_id: uuid.UUID) -> None:
         """One token, or `SlowDown`."""
-        if not self.try_take(owner):
+        if not self.try_take(project_id):
             raise S3Error(
                 "SlowDown",
                 f"please reduce your request rate: this project may make {self.rate:g} "
-                f"{what} requests per second (bursts of {self.burst:g})",
+                f"{self.name} requests per second (bursts of {self.burst:g})",
             )

@@ -9,14 +9,18 @@ answer is 200 with an empty body. The access key needs `write` on the destinatio
 `delete` on the source. The rename is the metabase's (`ripple.metabase.rename_object`): no
 data is copied; the data of a destination it replaced is freed after the commit.
 
-`x-amz-client-token` (which boto3 always sends) makes a rename idempotent in the gateway
-that made it, for 10 minutes: a retry with the same token and the same request answers 200
-again without renaming anything (the source is gone by then); the same token with another
-request is `IdempotencyParameterMismatch`. Tokens are at most 64 printable ASCII characters.
+`x-amz-client-token` (which boto3 always sends) makes a rename idempotent in every gateway
+over the metabase, for 10 minutes (`ripple.metabase.client_tokens`): a retry with the same
+token and the same request answers 200 again without renaming anything (the source is gone
+by then); the same token with another request is `IdempotencyParameterMismatch`; a retry
+that arrives while the first is still renaming waits for it (up to 10 s, then
+`OperationAborted`: try again). Tokens are at most 64 printable ASCII characters.
 """
 
 from __future__ import annotations
 
+import asyncio
+import time
 from dataclasses import replace
 from datetime import datetime
 from urllib.parse import unquote
@@ -30,6 +34,7 @@ from ripple.gateway.headers import parse_http_date
 from ripple.gateway.objects import free
 from ripple.gateway.request import S3Request
 from ripple.metabase import ObjectLocation, RenameConditions, rename_object, rename_prefix
+from ripple.metabase.client_tokens import Claim, claim, finish, release
 
 PREFIX_HEADER = "x-ripple-rename-prefix"
 _CONDITIONS = (
@@ -101,19 +106,43 @@ def _prefix_mode(req: S3Request) -> bool:
     return value == "true"
 
 
-def _token(req: S3Request, source: str, prefix: bool) -> tuple[tuple[str, ...], tuple[str, ...]]:
-    """(where the token is kept, what the request asks) for `x-amz-client-token`."""
+def _token(req: S3Request) -> str:
+    """The request's `x-amz-client-token`, checked ("" without one)."""
     token = req.header("x-amz-client-token")
     if token and (len(token) > _MAX_TOKEN or not all(33 <= ord(c) <= 126 for c in token)):
         raise S3Error(
             "InvalidArgument",
             f"x-amz-client-token must be 1 to {_MAX_TOKEN} printable ASCII characters",
         )
-    key = (str(req.project_id), req.bucket or "", token)
-    return key, (source, req.key or "", str(prefix))
+    return token
 
 
 _MAX_TOKEN = 64
+_BUSY_WAIT_S = 10.0  # a retry waits this long for a rename in progress with its token
+
+
+async def _claim(req: S3Request, token: str, asked: str) -> bool:
+    """Claim the token for this rename; False if a request with it already made the same
+    rename (waiting while one is making it)."""
+    bucket = req.bucket_location
+    deadline = time.monotonic() + _BUSY_WAIT_S
+    while True:
+        claimed = await req.run(claim, req.db, bucket.project_id, bucket.bucket_name, token, asked)
+        if claimed is Claim.CLAIMED:
+            return True
+        if claimed is Claim.DONE:
+            return False
+        if claimed is Claim.MISMATCH:
+            raise S3Error(
+                "IdempotencyParameterMismatch",
+                "x-amz-client-token was used for another rename: use a new token",
+            )
+        if time.monotonic() > deadline:
+            raise S3Error(
+                "OperationAborted",
+                "a rename with this x-amz-client-token is still in progress: try again",
+            )
+        await asyncio.sleep(0.05)
 
 
 @operation("PUT", "object", "renameObject", "RenameObject", "write")
@@ -122,20 +151,19 @@ async def rename(req: S3Request) -> Response:
     authorize(req, "delete", key=source)  # the app checked `write` on the destination
     destination = req.object_location
     prefix = _prefix_mode(req)
-    key, asked = _token(req, source, prefix)
-    tokens = req.services.rename_tokens
-    if key[-1]:
-        done = tokens.request_of(key)
-        if done == asked:
-            return Response(status_code=200)  # a retry of a rename already made
-        if done is not None:
-            raise S3Error(
-                "IdempotencyParameterMismatch",
-                "x-amz-client-token was used for another rename: use a new token",
-            )
-    await _rename(req, source, destination, prefix)
-    if key[-1]:
-        tokens.remember(key, asked)
+    token = _token(req)
+    if not token:
+        await _rename(req, source, destination, prefix)
+        return Response(status_code=200)
+    bucket = req.bucket_location
+    if not await _claim(req, token, f"{source}\n{req.key or ''}\n{prefix}"):
+        return Response(status_code=200)  # a retry of a rename already made
+    try:
+        await _rename(req, source, destination, prefix)
+    except Exception:  # refused or failed: not made (cancelled: unknown, the claim expires)
+        await req.run(release, req.db, bucket.project_id, bucket.bucket_name, token)
+        raise
+    await req.run(finish, req.db, bucket.project_id, bucket.bucket_name, token)
     return Response(status_code=200)
 
 

@@ -22,7 +22,7 @@ from starlette.requests import Request
 from ripple.gateway.context import RequestContext
 from ripple.gateway.data import ObjectData
 from ripple.gateway.errors import S3Error
-from ripple.gateway.ratelimit import TokenBuckets
+from ripple.gateway.ratelimit import RateLimit
 from ripple.metabase import BucketLocation, Metabase, ObjectLocation
 from ripple.metabase.acl import BucketOwner, bucket_owner_by_name
 from ripple.metabase.rows import MAX_KEY_BYTES
@@ -39,43 +39,19 @@ T = TypeVar("T")
 
 INLINE_LIMIT = 1024  # objects up to this size are stored in their metabase row
 OWNER_TTL = 10.0  # seconds a bucket name's owner is remembered
-
-
-class ClientTokens:
-    """Idempotency tokens (`x-amz-client-token`) of requests that succeeded, with what they
-    asked for, for `ttl` seconds: a retry with the same token and request is answered as the
-    first was, without doing it again. At most `size` are kept (the oldest go first). Safe
-    to share between threads."""
-
-    def __init__(self, *, ttl: float = 600.0, size: int = 10_000) -> None:
-        self.ttl = ttl
-        self.size = size
-        self._lock = threading.Lock()
-        self._seen: dict[tuple[str, ...], tuple[float, tuple[str, ...]]] = {}
-
-    def request_of(self, key: tuple[str, ...]) -> tuple[str, ...] | None:
-        """What the request holding this token asked for, if it succeeded lately."""
-        with self._lock:
-            entry = self._seen.get(key)
-        if entry is None or entry[0] <= time.monotonic():
-            return None
-        return entry[1]
-
-    def remember(self, key: tuple[str, ...], request: tuple[str, ...]) -> None:
-        with self._lock:
-            self._seen.pop(key, None)
-            while len(self._seen) >= self.size:
-                self._seen.pop(next(iter(self._seen)))
-            self._seen[key] = (time.monotonic() + self.ttl, request)
+# how often a gateway looks for an eventing configuration another process changed: a
+# notification put through one gateway applies to writes through every other within 1 s
+CONFIG_POLL_S = 0.5
 
 
 class BucketOwners:
     """Bucket name -> the project holding it, remembered for `ttl` seconds so a bucket's
     own requests cost no query to find that they are its owner's. Names this gateway
-    creates or deletes are forgotten at once (`forget`); a change made through another
-    gateway is seen within `ttl` (meanwhile a request may answer NoSuchBucket, never
-    reach another project's bucket: ACLs are always read fresh). Unknown names are not
-    remembered. Safe to share between threads."""
+    creates or deletes are forgotten at once (`forget`); other projects' requests look the
+    name up `fresh`, so a bucket deleted and made again by another project through another
+    gateway is theirs at once, and only its former owner may be told NoSuchBucket (rather
+    than AccessDenied) within `ttl`. Unknown names are not remembered. Safe to share
+    between threads."""
 
     def __init__(self, db: Metabase, *, ttl: float = OWNER_TTL) -> None:
         self.db = db
@@ -91,12 +67,15 @@ class BucketOwners:
             return None
         return entry[1]
 
-    def lookup(self, name: str) -> BucketOwner | None:
-        """The owner of the name (a query unless remembered); None if no project holds it."""
-        owner = self.cached(name)
+    def lookup(self, name: str, *, fresh: bool = False) -> BucketOwner | None:
+        """The owner of the name (a query unless remembered, or `fresh`); None if no
+        project holds it."""
+        owner = None if fresh else self.cached(name)
         if owner is None:
             owner = bucket_owner_by_name(self.db, name)
-            if owner is not None:
+            if owner is None:
+                self.forget(name)
+            else:
                 with self._lock:
                     if len(self._owners) > 100_000:
                         self._owners.clear()
@@ -115,15 +94,13 @@ class Services:
     db: Metabase
     data: ObjectData
     keyring: Keyring
-    deletes: TokenBuckets
+    deletes: RateLimit
     region: str = "us-east-1"
     # requests must be signed for `region` when it was configured; any region otherwise
     enforce_region: bool = False
     domain: str = ""  # virtual-hosted-style: BUCKET.<domain>
     inline_limit: int = INLINE_LIMIT
     max_rename_keys: int = 1000  # keys a prefix rename may move (s3.max-rename-keys)
-    # RenameObject's x-amz-client-token: the renames this gateway made, for retries
-    rename_tokens: ClientTokens = field(default_factory=lambda: ClientTokens())
     # which buckets have eventing, as this process knows it: the metabase asks it for every
     # write, so the gateway keeps it current (`config_changed`, and a watcher thread)
     registry: Registry = field(default_factory=Registry)
@@ -136,7 +113,9 @@ class Services:
     def __post_init__(self) -> None:
         self.eventing = EventingStore(self.db)
         self.owners = BucketOwners(self.db)
-        self.watcher = ConfigWatcher.for_registry(self.eventing, self.registry)
+        self.watcher = ConfigWatcher.for_registry(
+            self.eventing, self.registry, interval_s=CONFIG_POLL_S
+        )
 
     def config_changed(self) -> None:
         """This gateway changed the eventing configuration: apply it before answering."""

@@ -14,7 +14,7 @@ from ripple.config import Settings
 from ripple.gateway.app import create_app
 from ripple.gateway.data import ObjectData
 from ripple.gateway.protocol import HttpLimits, protocol_class
-from ripple.gateway.ratelimit import TokenBuckets
+from ripple.gateway.ratelimit import RateLimit
 from ripple.gateway.request import Services
 from ripple.identity import Keyring
 from ripple.metabase import Metabase
@@ -47,7 +47,7 @@ def build_services(settings: Settings, db: Metabase, registry: Registry | None =
         db=db,
         data=ObjectData(data_dir / "objects"),
         keyring=Keyring(db, data_dir),
-        deletes=TokenBuckets(float(settings.delete_rate), float(settings.delete_burst)),
+        deletes=RateLimit(db, "delete", float(settings.delete_rate), float(settings.delete_burst)),
         region=settings.effective_region,
         enforce_region=bool(settings.region),
         domain=settings.s3_domain,

@@ -19,7 +19,7 @@ from ripple.metabase.db import Metabase
 
 log = logging.getLogger(__name__)
 
-DEFAULT_TTL = 10.0
+DEFAULT_TTL = 1.0  # every gateway refuses a revoked key within a second
 MAX_CACHED = 10_000  # answers kept, unknown ids included; the oldest go first
 
 

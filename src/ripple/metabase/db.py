@@ -26,7 +26,7 @@ from sqlalchemy.engine import Connection, Engine
 from ripple.changestream.capture import Capture, TransactionTag, attach, detach
 from ripple.changestream.values import datetime_ns
 from ripple.changestream.writer import ChangeStreamWriter, Partitioning
-from ripple.metabase.errors import ConflictRetry, InvalidArgument
+from ripple.metabase.errors import CommitTooLate, ConflictRetry, InvalidArgument
 from ripple.metabase.schema import buckets, objects
 
 # Is eventing enabled for this bucket (project id, bucket name)? Called for every row a
@@ -123,6 +123,7 @@ class Metabase:
         # it commits (tests hold transactions there). With none, PostgreSQL sends the records
         # and the COMMIT together.
         self.before_commit: list[Callable[[Connection], None]] = []
+        self._local = threading.local()  # this thread's commit deadline, if any
         self.changestreams = ChangeStreamWriter(
             {"objects": objects, "buckets": buckets},
             {
@@ -161,6 +162,19 @@ class Metabase:
             yield conn
 
     @contextmanager
+    def commit_deadline(self, deadline: float) -> Iterator[None]:
+        """Write transactions this thread runs in the block commit before `deadline`
+        (`time.monotonic()`), or roll back with `CommitTooLate`. The gateway commits new
+        data only within a window of its last write, so `ripple data gc`, which waits
+        longer than that window, never removes a file whose commit is still to come."""
+        before = getattr(self._local, "deadline", None)
+        self._local.deadline = deadline
+        try:
+            yield
+        finally:
+            self._local.deadline = before
+
+    @contextmanager
     def write(
         self,
         tag: TransactionTag | None = None,
@@ -183,6 +197,11 @@ class Metabase:
             attach(conn, capture)
             try:
                 yield conn
+                deadline = getattr(self._local, "deadline", None)
+                if deadline is not None and time.monotonic() > deadline:
+                    raise CommitTooLate(
+                        "the metabase was too slow to commit this write in time; try again"
+                    )
                 now_ns = datetime_ns(self.now())
                 if self.before_commit:
                     self.changestreams.flush(conn, capture, now_ns)

@@ -119,6 +119,13 @@ class ConflictRetry(MetabaseError):
     code = "OperationAborted"
 
 
+class CommitTooLate(MetabaseError):
+    """A write transaction reached its commit after the deadline its caller set
+    (`Metabase.commit_deadline`), and was rolled back."""
+
+    code = "SlowDown"
+
+
 class MalformedLifecycle(MetabaseError):
     """A lifecycle configuration S3 cannot read: no rules, a bad Status, Filter and Prefix
     together (or neither), an Expiration with none or several of Days, Date and

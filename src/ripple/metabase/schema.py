@@ -112,6 +112,31 @@ sa.Index(
 )
 
 
+# What the gateways over one metabase share (migration 0016), none of it in a change stream:
+# a token bucket per project and limit, refilled by the database's clock
+# (`ripple.metabase.rate_limits`) ...
+rate_limits = sa.Table(
+    "rate_limits",
+    metadata,
+    sa.Column("project_id", sa.Uuid, primary_key=True),
+    sa.Column("name", sa.String(32), primary_key=True),
+    sa.Column("tokens", sa.Float, nullable=False),
+    sa.Column("updated_s", sa.Float, nullable=False),  # seconds since the epoch
+)
+
+# ... and the idempotency tokens of RenameObject (`ripple.metabase.client_tokens`)
+client_tokens = sa.Table(
+    "client_tokens",
+    metadata,
+    sa.Column("project_id", sa.Uuid, primary_key=True),
+    sa.Column("bucket_name", sa.String(63), primary_key=True),
+    sa.Column("token", sa.String(64), primary_key=True),
+    sa.Column("request", sa.Text, nullable=False),  # what the request asked, to compare
+    sa.Column("done", sa.Boolean, nullable=False),  # False: in progress
+    sa.Column("expires_ns", sa.BigInteger, nullable=False),
+)
+
+
 def all_metadata() -> sa.MetaData:
     """Every table the migrations create: the metabase's, the change stream's, the
     pipeline's, the pull subscriptions', the access keys' and the eventing configuration's
