@@ -103,6 +103,9 @@ def test_serve_workers_2_answers_and_stops_every_process_at_ctrl_c(tmp_path: Pat
         server.wait_for_output("gateway running", timeout=120)
         assert "gateway processes │ 2" in server.stdout.replace("  ", " ").replace("  ", " ")
         gateways = gateway_children(server)
+        for pid in gateways:  # a gateway process loads no Spark: pyarrow's library is unmapped
+            with open(f"/proc/{pid}/maps") as maps:
+                assert "libarrow" not in maps.read()
         s3 = client(f"http://127.0.0.1:{port}", access, secret)
         s3.create_bucket(Bucket="photos")
         for i in range(10):

@@ -1,35 +1,58 @@
 """The `ripple` command: run the main job, migrate the metabase, inspect what is there.
 
-One module per command group; this one holds the root group and wires them in.
+One module per command group; this one holds the root group and wires them in. A group's
+module is imported only when it runs (or `--help` lists it): `ripple serve` never loads
+Spark, and neither do the gateway processes it starts, which import this module again.
 """
 
 from __future__ import annotations
 
+import importlib
 from pathlib import Path
 
 import click
 
 from ripple import __version__
-from ripple.cli.changestream import changestream
-from ripple.cli.data import data
-from ripple.cli.db import db
-from ripple.cli.deadletter import deadletter
-from ripple.cli.key import key
-from ripple.cli.lifecycle import lifecycle
-from ripple.cli.metabase import metabase_group
-from ripple.cli.pipeline import pipeline
-from ripple.cli.serve import serve
-from ripple.cli.snapshot import snapshot
-from ripple.cli.subscription import subscription
-from ripple.cli.up import up
-from ripple.cli.user import user
 from ripple.config import ConfigError, load_settings
 from ripple.targets.guard import set_default_guard
 
 __all__ = ["cli", "main"]
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+# command name -> "module:attribute"
+COMMANDS = {
+    "up": "ripple.cli.up:up",
+    "serve": "ripple.cli.serve:serve",
+    "db": "ripple.cli.db:db",
+    "changestream": "ripple.cli.changestream:changestream",
+    "metabase": "ripple.cli.metabase:metabase_group",
+    "lifecycle": "ripple.cli.lifecycle:lifecycle",
+    "pipeline": "ripple.cli.pipeline:pipeline",
+    "subscription": "ripple.cli.subscription:subscription",
+    "deadletter": "ripple.cli.deadletter:deadletter",
+    "user": "ripple.cli.user:user",
+    "key": "ripple.cli.key:key",
+    "data": "ripple.cli.data:data",
+    "snapshot": "ripple.cli.snapshot:snapshot",
+}
+
+
+class LazyGroup(click.Group):
+    """A group whose commands are imported when asked for (click's lazy-loading pattern)."""
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted({*super().list_commands(ctx), *COMMANDS})
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        if cmd_name not in self.commands and cmd_name in COMMANDS:
+            module, attribute = COMMANDS[cmd_name].split(":")
+            command = getattr(importlib.import_module(module), attribute)
+            assert isinstance(command, click.Command), COMMANDS[cmd_name]
+            self.add_command(command, cmd_name)
+        return super().get_command(ctx, cmd_name)
+
+
+@click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, prog_name="ripple")
 @click.option(
     "--config",
@@ -56,24 +79,6 @@ def cli(ctx: click.Context, config_file: Path | None) -> None:
     # any of them can build a target: none can forget it, nor reach a destination the
     # settings' mode refuses (`ripple snapshot replay --to`, as much as `ripple up`).
     set_default_guard(settings.guard)
-
-
-for command in (
-    up,
-    serve,
-    db,
-    changestream,
-    metabase_group,
-    lifecycle,
-    pipeline,
-    subscription,
-    deadletter,
-    user,
-    key,
-    data,
-    snapshot,
-):
-    cli.add_command(command)
 
 
 def main() -> None:

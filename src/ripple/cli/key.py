@@ -107,6 +107,5 @@ def key_revoke(ctx: click.Context, access_key: str) -> None:
     with identity_metabase(ctx) as db:
         revoke_key(db, access_key)
     click.echo(
-        f"revoked access key {access_key}; gateways stop accepting it within "
-        f"{DEFAULT_TTL:g} s"
+        f"revoked access key {access_key}; gateways stop accepting it within {DEFAULT_TTL:g} s"
     )
