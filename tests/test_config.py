@@ -3,6 +3,7 @@ name the key at fault."""
 
 from __future__ import annotations
 
+import os
 import uuid
 from pathlib import Path
 
@@ -481,3 +482,13 @@ def test_a_bad_allow_list_entry_is_a_settings_error() -> None:
     message = _error(environ={"RIPPLE_DESTINATIONS_ALLOW": "https://hooks.example"})
     assert "RIPPLE_DESTINATIONS_ALLOW" in message
     assert "'https://hooks.example' is a URL" in message
+
+
+def test_gateway_workers_unset_is_one_per_core_for_up_and_one_for_serve() -> None:
+    cores = len(os.sched_getaffinity(0))
+    unset = Settings()
+    assert unset.gateway_workers(default=0) == cores  # ripple up
+    assert unset.gateway_workers(default=1) == 1  # ripple serve
+    three = load_settings(None, environ={"RIPPLE_S3_WORKERS": "3"})
+    assert three.gateway_workers(default=0) == 3
+    assert three.gateway_workers(default=1) == 3

@@ -43,7 +43,8 @@ class Settings:
     delete_rate: float = 100.0  # delete operations per second per project (token bucket)
     delete_burst: int = 200
     max_rename_keys: int = 1000  # keys one prefix rename may move
-    s3_workers: int = 1  # gateway processes on the S3 address (`ripple.gateway.processes`)
+    # gateway processes on the S3 address (`ripple.gateway.processes`); 0: `gateway_workers`
+    s3_workers: int = 0
     lifecycle_interval: int = 3600  # seconds between lifecycle runs in `ripple up`; 0: none
     region: str = ""  # empty: none configured; events and the gateway say `us-east-1`
     spark_master: str = "local[*]"
@@ -90,6 +91,12 @@ class Settings:
         if self.database_url:
             return self.database_url
         return f"sqlite:///{(self.data_dir / 'metabase.db').as_posix()}"
+
+    def gateway_workers(self, *, default: int) -> int:
+        """Gateway processes to run: `s3.workers`, or when it is 0 (unset) `default`, where
+        0 means one per core this process may use."""
+        workers = int(self.s3_workers) or default
+        return workers or len(os.sched_getaffinity(0))
 
     @property
     def effective_region(self) -> str:
@@ -178,7 +185,7 @@ _NUMBERS: dict[str, _Number] = {
     "s3.delete-rate": _Number(0, 1_000_000_000, whole=False, above=True, note="per second"),
     "s3.delete-burst": _Number(1, 1_000_000_000),
     "s3.max-rename-keys": _Number(1, 1_000_000),
-    "s3.workers": _Number(1, 1024, note="gateway processes"),
+    "s3.workers": _Number(0, 1024, note="gateway processes; 0: one per core for ripple up"),
     "lifecycle.interval": _Number(0, 31_536_000, note="seconds, a year at most; 0: no runs"),
 }
 _DECIMAL = re.compile(r"[0-9]{1,30}(?:\.[0-9]{0,30})?|\.[0-9]{1,30}")

@@ -27,7 +27,8 @@ from ripple.notifications import Registry
     "--workers",
     type=click.IntRange(1, 1024),
     default=None,
-    help="Gateway processes on the address (default: s3.workers / RIPPLE_S3_WORKERS, 1). "
+    help="Gateway processes on the address (default: s3.workers / RIPPLE_S3_WORKERS, "
+    "or 1 when that is unset). "
     "With more than 1 each is a process of its own, and one that dies is replaced.",
 )
 @click.pass_context
@@ -44,7 +45,7 @@ def serve(ctx: click.Context, address: str | None, workers: int | None) -> None:
     registry = Registry.from_settings(settings)  # kept current by the gateway
     db = open_metabase(settings, registry)
     migrate(db)
-    workers = workers or int(settings.s3_workers)
+    workers = workers or settings.gateway_workers(default=1)
     try:
         sock = bind(address or settings.s3_address)
         if workers > 1:

@@ -30,7 +30,7 @@ def up(ctx: click.Context) -> None:
     Creates the data directory, migrates the metabase to the newest schema (migrations
     that already ran are skipped), prints where everything is, serves the S3 API on
     s3.address (RIPPLE_S3_ADDRESS, 127.0.0.1:9000 by default) from s3.workers gateway
-    processes of their own (RIPPLE_S3_WORKERS, 1 by default) and runs the eventing
+    processes of their own (RIPPLE_S3_WORKERS, by default one per core) and runs the eventing
     pipeline in this one. Make S3 credentials with `ripple user create NAME`. Prometheus
     metrics are served on metrics.address (RIPPLE_METRICS_ADDRESS), 127.0.0.1:9464 by
     default.
@@ -53,7 +53,8 @@ def up(ctx: click.Context) -> None:
                     ("objects", objects),
                 )
             }
-        gateway = GatewayProcesses(settings, bind(settings.s3_address), int(settings.s3_workers))
+        workers = settings.gateway_workers(default=0)  # one per core unless set
+        gateway = GatewayProcesses(settings, bind(settings.s3_address), workers)
         gateway.start()  # stops what it started if it cannot
     except GatewayError as e:
         db.dispose()
