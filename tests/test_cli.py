@@ -3,6 +3,7 @@ run as a user would), configuration and connection errors, `ripple db status`.""
 
 from __future__ import annotations
 
+import os
 import re
 import signal
 import subprocess
@@ -136,6 +137,7 @@ def test_up_on_sqlite_migrates_runs_the_pipeline_and_stops_on_ctrl_c(tmp_path: P
         "metrics": rows["metrics"],
         "eventing buckets": "0",
         "S3 endpoint": rows["S3 endpoint"],
+        "gateway processes": str(len(os.sched_getaffinity(0))),  # one per core
         "lifecycle runs": "every 3600 s",
     }
     assert re.fullmatch(r"http://127\.0\.0\.1:[1-9][0-9]*", rows["S3 endpoint"])

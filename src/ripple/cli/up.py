@@ -72,8 +72,7 @@ def up(ctx: click.Context) -> None:
         for name, count in counts.items():
             table.add_row(name, str(count))
         table.add_row("S3 endpoint", gateway.url)
-        if gateway.workers > 1:
-            table.add_row("gateway processes", str(gateway.workers))
+        table.add_row("gateway processes", str(gateway.workers))
         interval = int(settings.lifecycle_interval)
         table.add_row("lifecycle runs", f"every {interval} s" if interval else "off")
         # lifecycle rules applied now and every lifecycle.interval seconds (0: never)
