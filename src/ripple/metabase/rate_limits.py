@@ -10,6 +10,7 @@ nothing.
 
 from __future__ import annotations
 
+import functools
 import uuid
 
 import sqlalchemy as sa
@@ -28,22 +29,26 @@ def _now_s(dialect: str) -> sa.ColumnElement[float]:
     return (sa.func.julianday("now") - 2440587.5) * 86400.0
 
 
-def take_token(
-    db: Metabase, project_id: uuid.UUID, name: str, *, rate: float, burst: float
-) -> bool:
-    """Take one token of the project's `name` bucket (full, `burst` tokens, the first
-    time); False when less than one is left."""
-    if burst < 1:
-        return False
+@functools.cache
+def _take(dialect: str) -> sa.Insert:
+    """The upsert that takes a token, built once per dialect (its parameters: project_id,
+    name, rate, burst)."""
     t = rate_limits.c
-    now = _now_s(db.dialect)
+    now = _now_s(dialect)
+    rate = sa.bindparam("rate", type_=sa.Float)
+    burst = sa.bindparam("burst", type_=sa.Float)
     elapsed = sa.case((now > t.updated_s, now - t.updated_s), else_=0.0)
     refilled = t.tokens + elapsed * rate
     capped = sa.case((refilled > burst, burst), else_=refilled)
-    insert = postgresql.insert if db.dialect == "postgresql" else sqlite.insert
-    statement = (
+    insert = postgresql.insert if dialect == "postgresql" else sqlite.insert
+    return (
         insert(rate_limits)
-        .values(project_id=project_id, name=name, tokens=burst - 1, updated_s=now)
+        .values(
+            project_id=sa.bindparam("project_id"),
+            name=sa.bindparam("name"),
+            tokens=burst - 1,
+            updated_s=now,
+        )
         .on_conflict_do_update(
             index_elements=[t.project_id, t.name],
             set_={"tokens": capped - 1, "updated_s": now},
@@ -51,5 +56,15 @@ def take_token(
         )
         .returning(t.tokens)
     )
+
+
+def take_token(
+    db: Metabase, project_id: uuid.UUID, name: str, *, rate: float, burst: float
+) -> bool:
+    """Take one token of the project's `name` bucket (full, `burst` tokens, the first
+    time); False when less than one is left."""
+    if burst < 1:
+        return False
+    parameters = {"project_id": project_id, "name": name, "rate": rate, "burst": burst}
     with db.write() as conn:
-        return conn.execute(statement).first() is not None
+        return conn.execute(_take(db.dialect), parameters).first() is not None
