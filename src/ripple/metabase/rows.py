@@ -5,6 +5,7 @@ number of keys: UNNEST arrays on PostgreSQL, a VALUES list on SQLite).
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import uuid
 from collections.abc import Mapping, Sequence
@@ -59,6 +60,44 @@ def at_bucket(loc: BucketLocation | ObjectLocation) -> sa.ColumnElement[bool]:
 
 def at_key(loc: ObjectLocation) -> sa.ColumnElement[bool]:
     return sa.and_(at_bucket(loc), objects.c.object_key == key_bytes(loc.object_key))
+
+
+# The one-key look-ups every write and read makes, built once (building a statement costs
+# several times what running it does): their key is the parameters `key_parameters` gives.
+_AT_KEY = sa.and_(
+    objects.c.project_id == sa.bindparam("project_id"),
+    objects.c.bucket_name == sa.bindparam("bucket_name"),
+    objects.c.object_key == sa.bindparam("object_key"),
+)
+
+
+def key_parameters(loc: ObjectLocation) -> dict[str, Any]:
+    return {
+        "project_id": loc.project_id,
+        "bucket_name": loc.bucket_name,
+        "object_key": key_bytes(loc.object_key),
+    }
+
+
+@functools.cache
+def _versions_query(dialect: str, *, null: bool, lock: bool, data: bool) -> sa.Select[Any]:
+    """A key's `null` version (`null`), or its committed version `:version`."""
+    status = UNVERSIONED_STATUSES if null else COMMITTED_STATUSES
+    where = sa.and_(_AT_KEY, objects.c.status.in_(status))
+    if not null:
+        where = sa.and_(where, objects.c.version == sa.bindparam("version"))
+    query = sa.select(*(objects.c if data else METADATA_COLUMNS)).where(where)
+    return query.with_for_update() if lock and dialect == "postgresql" else query
+
+
+_LATEST_COMMITTED = (
+    sa.select(objects)
+    .where(_AT_KEY, objects.c.status.in_(COMMITTED_STATUSES))
+    .order_by(objects.c.version.desc())
+    .limit(1)
+)
+_NEXT_VERSION = sa.select(sa.func.max(objects.c.version)).where(_AT_KEY)
+_INSERT_OBJECTS = sa.insert(objects)
 
 
 def object_from_row(row: Row[Any] | Mapping[str, Any]) -> Object:
@@ -142,15 +181,22 @@ def get_bucket(
     """The bucket, or `BucketNotFound`. On PostgreSQL, `share` keeps its configuration (and
     existence) fixed until the transaction ends, as object writers need; `update` is for
     the writers of that configuration."""
-    query = sa.select(buckets).where(
-        buckets.c.project_id == loc.project_id, buckets.c.name == loc.bucket_name
-    )
-    if lock and conn.dialect.name == "postgresql":
-        query = query.with_for_update(read=lock == "share")
-    row = conn.execute(query).first()
+    query = _bucket_query(conn.dialect.name, lock)
+    row = conn.execute(query, {"project_id": loc.project_id, "name": loc.bucket_name}).first()
     if row is None:
         raise BucketNotFound(f"bucket {loc.bucket_name!r} does not exist")
     return bucket_from_row(row)
+
+
+@functools.cache
+def _bucket_query(dialect: str, lock: Literal["share", "update"] | None) -> sa.Select[Any]:
+    query = sa.select(buckets).where(
+        buckets.c.project_id == sa.bindparam("project_id"),
+        buckets.c.name == sa.bindparam("name"),
+    )
+    if lock and dialect == "postgresql":
+        query = query.with_for_update(read=lock == "share")
+    return query
 
 
 def start_key_write(conn: Connection, loc: ObjectLocation) -> Bucket:
@@ -183,13 +229,7 @@ def select_rows(
 
 def latest_committed(conn: Connection, loc: ObjectLocation) -> Object | None:
     """The key's newest committed row (object or delete marker), if any."""
-    query = (
-        sa.select(objects)
-        .where(at_key(loc), objects.c.status.in_(COMMITTED_STATUSES))
-        .order_by(objects.c.version.desc())
-        .limit(1)
-    )
-    row = conn.execute(query).first()
+    row = conn.execute(_LATEST_COMMITTED, key_parameters(loc)).first()
     return None if row is None else object_from_row(row)
 
 
@@ -197,15 +237,13 @@ def exact_version(
     conn: Connection, loc: ObjectLocation, ref: VersionRef, *, lock: bool = False
 ) -> Object | None:
     """The committed row a version ID names, if it still exists."""
-    if ref.version is None:
-        where = sa.and_(at_key(loc), objects.c.status.in_(UNVERSIONED_STATUSES))
-    else:
-        where = sa.and_(
-            at_key(loc),
-            objects.c.version == ref.version,
-            objects.c.status.in_(COMMITTED_STATUSES),
-        )
-    rows = [r for r in select_rows(conn, where, lock=lock) if ref.matches(r)]
+    null = ref.version is None
+    query = _versions_query(conn.dialect.name, null=null, lock=lock, data=True)
+    parameters = key_parameters(loc)
+    if not null:
+        parameters["version"] = ref.version
+    rows = [object_from_row(r) for r in conn.execute(query, parameters)]
+    rows = [r for r in rows if ref.matches(r)]
     return rows[0] if rows else None
 
 
@@ -231,7 +269,7 @@ def remove_null_version(
 
 def next_version(conn: Connection, loc: ObjectLocation) -> int:
     """One above every version the key has, pending uploads included."""
-    top = conn.execute(sa.select(sa.func.max(objects.c.version)).where(at_key(loc))).scalar()
+    top = conn.execute(_NEXT_VERSION, key_parameters(loc)).scalar()
     return int(top or 0) + 1
 
 
@@ -247,7 +285,7 @@ def insert_rows(conn: Connection, rows: Sequence[Object]) -> None:
     """Insert the given rows in one statement, and record them in the change stream."""
     if not rows:
         return
-    conn.execute(sa.insert(objects).values([object_values(r) for r in rows]))
+    conn.execute(_INSERT_OBJECTS, [object_values(r) for r in rows])
     capture = capture_of(conn)
     for row in rows:
         capture.insert("objects", *_mod_row(row))
