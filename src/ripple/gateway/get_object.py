@@ -158,16 +158,21 @@ def _chunks(file: BinaryIO, start: int, length: int) -> Iterator[bytes]:
         file.close()
 
 
-async def _resolve(req: S3Request) -> tuple[Object, BinaryIO | None]:
-    """The version asked for and, for one stored on the filesystem, its opened data."""
+def _look_up(req: S3Request, whole: bool) -> tuple[Object, BinaryIO | bytes | None]:
+    """The version asked for and, for one stored on the filesystem, its opened data; read
+    already (bytes) when `whole` and it is at most READ_SIZE. One thread hop for all."""
     for _ in range(3):
-        obj = await req.run(get_object, req.db, req.object_location, req.version_id())
+        obj = get_object(req.db, req.object_location, req.version_id())
         if obj.inline_data is not None:
             return obj, None
         try:
-            return obj, await req.run(req.services.data.open, obj.stream_id)
+            file = req.services.data.open(obj.stream_id)
         except FileNotFoundError:
             continue  # replaced or deleted between the look-up and the open: look again
+        if not whole or obj.total_plain_size > READ_SIZE:
+            return obj, file
+        with file:
+            return obj, file.read(READ_SIZE + 1)
     raise S3Error("InternalError", f"the data of {req.key!r} is missing; please try again")
 
 
@@ -176,11 +181,14 @@ async def _answer(req: S3Request, head: bool) -> Response:
         if name.startswith("response-") and name not in OVERRIDES:
             raise S3Error("InvalidArgument", f"unknown response header override {name!r}")
     operation = "HeadObject" if head else "GetObject"
+    # a plain GET of a small object reads its data with the look-up
+    whole = not head and not req.header("range") and "partNumber" not in req.query
     try:
-        obj, file = await _resolve(req)
+        obj, data = await req.run(_look_up, req, whole)
     except (ObjectNotFound, MethodNotAllowed):
         await check_missing(req, operation)  # gone since `grant_access` found it
         raise
+    file = data if data is not None and not isinstance(data, bytes) else None
     try:
         check_served(req, obj, operation)  # a non-owner: this very version's ACL
         headers = object_headers(obj)
@@ -223,6 +231,8 @@ async def _answer(req: S3Request, head: bool) -> Response:
         if file is not None:
             file.close()
         return Response(status_code=status, headers=headers)
+    if isinstance(data, bytes):
+        return Response(data, status, headers=headers)
     if file is None:
         assert obj.inline_data is not None
         return Response(obj.inline_data[start : start + length], status, headers=headers)

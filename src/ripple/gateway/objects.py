@@ -44,6 +44,7 @@ from ripple.metabase.delete_condition import DeleteCondition
 from ripple.metabase.errors import MetabaseError
 from ripple.metabase.put_object import put_object
 from ripple.metabase.rows import new_stream_id
+from ripple.metabase.store_committed import CommitResult
 from ripple.numbers import INT64_MAX
 
 MAX_SIZE = INT64_MAX  # a size any object could have
@@ -142,37 +143,47 @@ async def put(req: S3Request) -> Response:
     try:
         received = await receive(req, spool.write)
         checksum = of_received(received)
-        if spool.writer is not None:
-            await req.run(spool.writer.place, data.path_of(stream_id))
     except BaseException:
         spool.abort()
         raise
-    try:
-        result = await req.run(
-            commit_within,
-            None if spool.writer is None else spool.writer.commit_by,
-            put_object,
-            req.db,
-            loc,
-            stream_id=stream_id,
-            size=received.size,
-            etag=received.etag,
-            content_type=content_type,
-            user_metadata=metadata,
-            retention=retention,
-            legal_hold=legal_hold,
-            inline_data=spool.inline,
-            tags=tags,
-            acl=acl,
-            checksum=checksum,
-            condition=condition,
-            tag=req.context.tag("put"),
-        )
-    except MetabaseError:  # not committed: nothing names the data
-        if spool.writer is not None:
-            data.remove([stream_id])
-        raise
-    await req.run(free, req, result.removed)
+
+    def store() -> CommitResult:
+        """Place the data, commit the version, free the data it replaced: one thread hop."""
+        writer = spool.writer
+        if writer is not None:
+            try:
+                writer.place(data.path_of(stream_id))
+            except BaseException:
+                writer.abort()
+                raise
+        try:
+            result = commit_within(
+                None if writer is None else writer.commit_by,
+                put_object,
+                req.db,
+                loc,
+                stream_id=stream_id,
+                size=received.size,
+                etag=received.etag,
+                content_type=content_type,
+                user_metadata=metadata,
+                retention=retention,
+                legal_hold=legal_hold,
+                inline_data=spool.inline,
+                tags=tags,
+                acl=acl,
+                checksum=checksum,
+                condition=condition,
+                tag=req.context.tag("put"),
+            )
+        except MetabaseError:  # not committed: nothing names the data
+            if writer is not None:
+                data.remove([stream_id])
+            raise
+        free(req, result.removed)
+        return result
+
+    result = await req.run(store)
     headers = {
         "etag": quoted(result.object.etag),
         **version_headers(result.object),

@@ -58,6 +58,13 @@ class Keyring:
         """The access key; None if it is unknown or revoked."""
         return self._entry(access_key_id).key
 
+    def fresh(self, access_key_id: str) -> bool:
+        """Is the key's answer (known, unknown or revoked) held and fresh, so that looking
+        it up costs no query?"""
+        with self._lock:
+            entry = self._cache.get(access_key_id)
+        return entry is not None and entry.expires > time.monotonic()
+
     def _entry(self, access_key_id: str) -> _Entry:
         if not is_access_key_id(access_key_id):
             return _Entry(0.0, None)  # malformed: not worth a query, nor a cache slot
