@@ -67,10 +67,14 @@ class DataWriter:
             self._file = None
 
     def place(self, destination: Path) -> None:
-        """fsync, then rename to `destination` (and fsync its directory)."""
+        """fsync, then rename to `destination` (and fsync its directory: the new entry is
+        durable; a directory made for it, and its own entry, too)."""
         self._close()
-        destination.parent.mkdir(parents=True, exist_ok=True)
-        os.replace(self.path, destination)
+        try:
+            os.replace(self.path, destination)
+        except FileNotFoundError:  # its directory is not there yet (mostly it is)
+            _make_durable_dirs(destination.parent)
+            os.replace(self.path, destination)
         _fsync_dir(destination.parent)
 
     def abort(self) -> None:
@@ -78,6 +82,19 @@ class DataWriter:
             self._file.close()
             self._file = None
         self.path.unlink(missing_ok=True)
+
+
+def _make_durable_dirs(path: Path) -> None:
+    """Make `path` and any missing parents, fsyncing the parent of each one made, so that
+    a power loss keeps the entries of the directories a placed file is reached through."""
+    missing: list[Path] = []
+    while not path.is_dir():
+        missing.append(path)
+        path = path.parent
+    for directory in reversed(missing):
+        with contextlib.suppress(FileExistsError):  # another upload made it meanwhile
+            directory.mkdir()
+        _fsync_dir(directory.parent)
 
 
 def _fsync_dir(path: Path) -> None:
