@@ -30,7 +30,9 @@ delete rate limit (RIPPLE_S3_DELETE_RATE / _BURST, 100/s by default) is set to 1
    for `--duration` seconds (30), into PLAIN, then into EVENTING. Each process first PUTs
    20 objects (into EVENTING: their events warm the pipeline, and every one has arrived
    before the timed part). Event latency: an event's arrival at the receiver minus the
-   return of its PUT, every event waited for after the phase.
+   return of its PUT, every event waited for after the phase. Then the light client's
+   `--requests` PUTs into PLAIN and into EVENTING (the gateway's rate with the pipeline
+   beside it; the events waited for, when the last arrived said, their latency not).
 
 Rates are requests answered per second from the phase's first request to its last answer.
 "CPU ms" is CPU per request: `gateway` is the whole `ripple serve` process tree (with
@@ -245,7 +247,8 @@ def problems(what: str, log: Path, keep: Path | None) -> None:
     text = log.read_text(errors="replace")
     if keep is not None:
         keep.mkdir(parents=True, exist_ok=True)
-        (keep / f"{what.replace(': ', '-').replace(' ', '-')}.log").write_text(text)
+        name = re.sub(r"[: -]+", "-", what)  # sqlite-ripple-serve-workers-1
+        (keep / f"{name}.log").write_text(text)
     lines, said = text.splitlines(), []
     for i, line in enumerate(lines):
         if any(expected in line for expected in EXPECTED_WARNINGS):
@@ -592,6 +595,20 @@ def boto3_phase(world: World, receiver: Receiver, bucket: str) -> Phase:
     return phase
 
 
+def light_under_up(world: World, receiver: Receiver) -> tuple[Phase, Phase]:
+    """The light client's PUTs into PLAIN, then into EVENTING, with the pipeline beside the
+    gateway; that phase's events waited for (their latency is not measured)."""
+    n = world.args.requests
+    plain = light_phase(world, f"ripple up PUT {PLAIN}", "PUT", PLAIN, keys_of("light", n))
+    receiver.reset()
+    eventing = light_phase(world, f"ripple up PUT {EVENTING}", "PUT", EVENTING, keys_of("light", n))
+    end_ns = time.time_ns()
+    wait_for_events(world, receiver, n, "the events", 300)
+    stats = receiver.stats()
+    eventing.events = Events(n, stats["unique"], [], (stats["last_ns"] - end_ns) / 1e9)
+    return plain, eventing
+
+
 def wait_for_events(world: World, receiver: Receiver, n: int, what: str, timeout: float) -> None:
     task = world.progress.add_task(f"{world.kind}: waiting for {what}", total=n)
     deadline = time.monotonic() + timeout
@@ -649,6 +666,7 @@ def bench(kind: str, args: argparse.Namespace, receiver: Receiver) -> Result:
         with stage(kind, "up", args, receiver.url, progress) as world:
             phases["up boto3 PUT plain"] = boto3_phase(world, receiver, PLAIN)
             phases["up boto3 PUT eventing"] = boto3_phase(world, receiver, EVENTING)
+            phases["up PUT plain"], phases["up PUT eventing"] = light_under_up(world, receiver)
     return Result(phases, bulk_s, single_s)
 
 
@@ -674,6 +692,8 @@ def table(results: dict[str, Result], args: argparse.Namespace) -> Table:
             "serve PUT eventing": f["eventing_put_ratio"],
             "serve --workers 2 PUT plain": f["workers_2_put_ops_per_s"] / f["put_ops_per_s"],
             "up boto3 PUT eventing": f["boto3_eventing_put_ops_per_s"] / f["boto3_put_ops_per_s"],
+            "up PUT eventing": r.phases["up PUT eventing"].ops_per_s
+            / r.phases["up PUT plain"].ops_per_s,
         }
         for name, p in r.phases.items():
             gateways = sum(p.gateway_cpu_s)
@@ -697,11 +717,11 @@ def table(results: dict[str, Result], args: argparse.Namespace) -> Table:
                 e = p.events
                 t.add_row(
                     kind,
-                    f"  events: {e.arrived:,}/{e.expected:,}, last +{e.drain_s:.2f} s",
+                    f"  events: {e.arrived:,}/{e.expected:,}, last {e.drain_s:+.2f} s",
                     "",
                     "",
-                    f"{percentile(e.latencies, 0.5) * 1000:.0f}",
-                    f"{percentile(e.latencies, 0.99) * 1000:.0f}",
+                    f"{percentile(e.latencies, 0.5) * 1000:.0f}" if e.latencies else "-",
+                    f"{percentile(e.latencies, 0.99) * 1000:.0f}" if e.latencies else "-",
                 )
         bulk, single = statistics.median(r.bulk_s), statistics.median(r.single_s)
         t.add_row(
@@ -778,7 +798,7 @@ def main() -> int:
     console.print(table(results, args))
     figures = {kind: r.figures() for kind, r in results.items()}
     for kind, r in results.items():
-        phases = [p for name, p in r.phases.items() if name.startswith("serve ")]
+        phases = [p for name, p in r.phases.items() if "boto3" not in name]  # the light
         ops = sum(p.ops for p in phases)
         timed = sum(p.client_cpu_s for p in phases) / ops * 1000
         prepare = sum(p.prepare_cpu_s for p in phases) / ops * 1000
