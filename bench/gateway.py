@@ -232,11 +232,26 @@ def server(
     finally:
         if process.poll() is None:
             os.killpg(process.pid, signal.SIGINT)  # as Ctrl-C
-            try:
+            with contextlib.suppress(subprocess.TimeoutExpired):
                 process.wait(60)
-            except subprocess.TimeoutExpired:
-                os.killpg(process.pid, signal.SIGKILL)
-                process.wait(10)
+        deadline = time.monotonic() + 10
+        while (left := in_group(process.pid)) and time.monotonic() < deadline:
+            time.sleep(0.2)
+        if left:  # what it started outlived it
+            console.print(f"[yellow]ripple {log.stem}: {len(left)} processes outlived it[/]")
+            os.killpg(process.pid, signal.SIGKILL)
+        process.wait(10)
+
+
+def in_group(group: int) -> list[int]:
+    """The processes of a process group."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        with contextlib.suppress(OSError, ValueError, IndexError):
+            stat = (entry / "stat").read_text()
+            if int(stat[stat.rfind(")") + 2 :].split()[2]) == group:
+                found.append(int(entry.name))
+    return found
 
 
 def problems(what: str, log: Path, keep: Path | None) -> None:
