@@ -130,9 +130,10 @@ class Clients:
             while waiting:
                 if time.monotonic() > deadline:
                     raise RuntimeError(f"the client processes did not end within {timeout} s")
-                for pipe in wait(waiting, timeout=0.2):
-                    results.append(self._receive(pipe, 0))  # type: ignore[arg-type]
-                    waiting.remove(pipe)  # type: ignore[arg-type]
+                for ready in wait(waiting, timeout=0.2):
+                    assert isinstance(ready, Connection)
+                    results.append(self._receive(ready, 0))
+                    waiting.remove(ready)
                 if tick is not None:
                     tick(sum(self.done))
             return _together(results)
@@ -140,19 +141,21 @@ class Clients:
             self.close()
 
     def close(self) -> None:
+        for pipe in self.pipes:  # one still waiting for `go` reads the end of its pipe
+            pipe.close()
         for process in self.processes:
             process.join(10)
             if process.exitcode is None:
                 process.kill()
                 process.join()
-        for pipe in self.pipes:
-            pipe.close()
 
 
 # --- the light client: presigned URLs over raw asyncio HTTP/1.1 ------------------------------
 
 
-def presign(url: str, access: str, secret: str, method: str, bucket: str, keys: Sequence[str]):
+def presign(
+    url: str, access: str, secret: str, method: str, bucket: str, keys: Sequence[str]
+) -> list[bytes]:
     """The path and query of a presigned `method` request per key (valid for an hour)."""
     from botocore.auth import S3SigV4QueryAuth
     from botocore.awsrequest import AWSRequest
