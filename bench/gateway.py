@@ -23,7 +23,7 @@ delete rate limit (RIPPLE_S3_DELETE_RATE / _BURST, 100/s by default) is set to 1
 2. `ripple serve --workers 2`: the same light client's PUTs (both buckets) and GETs. The
    kernel hands each connection to one of the two processes: the table's "gateway split"
    is each one's share of the gateway CPU.
-3. `ripple up` on its embedded defaults (its 1 gateway process, the pipeline on Spark
+3. `ripple up` on its embedded defaults (one gateway process per core, the pipeline on Spark
    `local[*]` in its own process), the eventing bucket's topic pushing to the receiver:
    `--boto3-processes` processes (8, multiprocessing spawn), each with one boto3 client
    (path-style, one attempt) PUTting `--boto3-size`-byte objects (100) one after another

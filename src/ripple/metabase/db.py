@@ -9,6 +9,8 @@ unless it changes an object of a bucket with eventing (`eventing`, a cached look
 
 from __future__ import annotations
 
+import fcntl
+import os
 import random
 import threading
 import time
@@ -96,6 +98,38 @@ def _postgres_engine(url: sa.URL, echo: bool) -> Engine:
     return engine
 
 
+class _WriterTurns:
+    """SQLite's one writer at a time, taken in turns by every process on the file: a
+    thread lock, then an exclusive `flock` on `<database>-writer.lock`. The kernel wakes
+    the next waiter the moment a writer is done; SQLite's busy handler, which writers of
+    other processes met before, sleeps and polls (up to 100 ms a turn). Re-entrant within
+    a thread, as the thread lock is."""
+
+    def __init__(self, database: Path) -> None:
+        self.path = database.with_name(database.name + "-writer.lock")
+        self._lock = threading.RLock()
+        self._depth = 0
+        self._fd: int | None = None
+
+    def __enter__(self) -> None:
+        self._lock.acquire()
+        try:
+            if self._depth == 0:
+                if self._fd is None:
+                    self._fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+                fcntl.flock(self._fd, fcntl.LOCK_EX)
+            self._depth += 1
+        except BaseException:
+            self._lock.release()
+            raise
+
+    def __exit__(self, *_: object) -> None:
+        self._depth -= 1
+        if self._depth == 0 and self._fd is not None:
+            fcntl.flock(self._fd, fcntl.LOCK_UN)
+        self._lock.release()
+
+
 def _is_write_conflict(error: exc.DBAPIError) -> bool:
     """A unique violation on a version we computed, a serialization failure or a deadlock."""
     sqlstate = getattr(error.orig, "sqlstate", None)
@@ -107,12 +141,14 @@ class Metabase:
 
     def __init__(self, url: str, *, echo: bool = False, eventing: Eventing | None = None) -> None:
         self.url = normalize_url(url)
-        # SQLite has one writer at a time: this process's writers queue on a lock rather than
-        # in SQLite's busy handler, which sleeps and polls (up to 100 ms a turn)
+        # SQLite has one writer at a time: writers queue on a lock (every process's, on a
+        # file: `_WriterTurns`) rather than in SQLite's busy handler, which sleeps and polls
         self._writers: AbstractContextManager[object] = nullcontext()
         if self.url.get_backend_name() == "sqlite":
             self.engine = _sqlite_engine(self.url)
-            self._writers = threading.RLock()
+            database = self.url.database or ":memory:"
+            in_memory = database == ":memory:"
+            self._writers = threading.RLock() if in_memory else _WriterTurns(Path(database))
         else:
             self.engine = _postgres_engine(self.url, echo)
         # the engine of write transactions (SQLite: BEGIN IMMEDIATE)
