@@ -103,7 +103,9 @@ class _WriterTurns:
     thread lock, then an exclusive `flock` on `<database>-writer.lock`. The kernel wakes
     the next waiter the moment a writer is done; SQLite's busy handler, which writers of
     other processes met before, sleeps and polls (up to 100 ms a turn). Re-entrant within
-    a thread, as the thread lock is."""
+    a thread, as the thread lock is. Only the waiting is ordered here: SQLite's own lock
+    still guards the data (a process that shares the lock file's descriptor with a forked
+    child is no longer kept apart from it by the flock, and meets SQLite's lock instead)."""
 
     def __init__(self, database: Path) -> None:
         self.path = database.with_name(database.name + "-writer.lock")
