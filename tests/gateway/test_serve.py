@@ -21,11 +21,13 @@ from tests.ports import free_port
 from tests.ripple_process import RIPPLE, RippleProcess, environment
 
 
-def ripple(cwd: Path, *args: str) -> str:
+def ripple(cwd: Path, *args: str, **env: str) -> str:
+    """`ripple ARGS…` in `cwd` with RIPPLE_* variables `env` only; its output (it must
+    succeed)."""
     done = subprocess.run(
         [str(RIPPLE), *args],
         cwd=cwd,
-        env=environment(),
+        env=environment(**env),
         capture_output=True,
         text=True,
         timeout=120,

@@ -8,7 +8,6 @@ by both; `ripple data gc` takes nothing either needs."""
 from __future__ import annotations
 
 import os
-import subprocess
 import threading
 import time
 from collections import Counter
@@ -26,9 +25,9 @@ from botocore.exceptions import ClientError
 from ripple.metabase import Metabase
 from tests.changestream.conftest import read_all
 from tests.conftest import ADMIN_URL, fresh_postgres_database
-from tests.gateway.test_serve import client, credentials
+from tests.gateway.test_serve import client, credentials, ripple
 from tests.ports import free_port
-from tests.ripple_process import RIPPLE, RippleProcess, environment
+from tests.ripple_process import RippleProcess
 from tests.waiting import wait_for
 
 BURST = 20  # deletes per project, shared by both gateways; the rate refills almost nothing
@@ -48,16 +47,7 @@ class Pair:
         return client(self.urls[which], access or self.access, secret or self.secret)
 
     def ripple(self, *args: str) -> str:
-        done = subprocess.run(
-            [str(RIPPLE), *args],
-            cwd=self.cwd,
-            env=environment(**self.env),
-            capture_output=True,
-            text=True,
-            timeout=120,
-        )
-        assert done.returncode == 0, done.stderr
-        return done.stdout
+        return ripple(self.cwd, *args, **self.env)
 
 
 @pytest.fixture(

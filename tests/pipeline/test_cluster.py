@@ -22,11 +22,11 @@ import pytest
 from botocore.config import Config
 
 from tests.conftest import ADMIN_URL, fresh_postgres_database
-from tests.gateway.test_serve import credentials
+from tests.gateway.test_serve import credentials, ripple
 from tests.pipeline.cluster import StandaloneCluster, python_without_ripple, standalone_cluster
 from tests.pipeline.conftest import wait_for
 from tests.receiver import Receiver, receiver
-from tests.ripple_process import RIPPLE, RippleProcess, environment, table_rows
+from tests.ripple_process import RippleProcess, table_rows
 
 pytestmark = pytest.mark.postgresql
 
@@ -44,16 +44,7 @@ class Deployment:
     secret: str
 
     def ripple(self, *args: str) -> str:
-        done = subprocess.run(
-            [str(RIPPLE), *args],
-            cwd=self.directory,
-            env=environment(**self.env),
-            capture_output=True,
-            text=True,
-            timeout=120,
-        )
-        assert done.returncode == 0, done.stderr
-        return done.stdout
+        return ripple(self.directory, *args, **self.env)
 
     def up(self) -> RippleProcess:
         """`ripple up` against the cluster, once its pipeline runs."""
