@@ -101,13 +101,17 @@ async def delete_many(req: S3Request) -> Response:
     require_digest(req)
     # up to 2 MiB of XML: parsed off the event loop, which keeps serving meanwhile
     items, quiet = await req.run(parse_delete, await read_document(req, xml.MAX_XML_BYTES))
-    await req.run(req.services.deletes.take, req.project_id)
     allowed = [i for i in items if _may_delete(req, i)]
     denied = _unique(i for i in items if not _may_delete(req, i))
-    if allowed:
-        bypass = req.header("x-amz-bypass-governance-retention").lower() == "true"
-        result = await req.run(
-            delete_objects,
+    bypass = req.header("x-amz-bypass-governance-retention").lower() == "true"
+
+    def remove() -> DeleteObjectsResult:
+        """Take a rate-limit token and delete: one thread hop."""
+        req.services.deletes.take(req.project_id)
+        if not allowed:  # nothing to delete, but a missing bucket still fails the request
+            get_bucket_info(req.db, req.bucket_location)
+            return DeleteObjectsResult()
+        return delete_objects(
             req.db,
             req.bucket_location,
             allowed,
@@ -116,11 +120,9 @@ async def delete_many(req: S3Request) -> Response:
             can_bypass_governance=req.can_bypass_governance,
             tag=req.context.tag("delete-objects"),
         )
-        removed = result.removed
-    else:  # nothing to delete, but a missing bucket still fails the request
-        await req.run(get_bucket_info, req.db, req.bucket_location)
-        result = DeleteObjectsResult()
-        removed = []
+
+    result = await req.run(remove)
+    removed = result.removed
     refused = [
         DeleteObjectsError(i.key, i.version_id, "AccessDenied", _why(req, i)) for i in denied
     ]

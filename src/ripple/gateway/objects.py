@@ -31,6 +31,7 @@ from ripple.gateway.headers import (
 from ripple.gateway.object_checksums import of_received, response_headers
 from ripple.gateway.request import S3Request, header_number
 from ripple.metabase import (
+    DeleteResult,
     Metabase,
     Object,
     ObjectLocation,
@@ -213,38 +214,43 @@ def delete_condition(req: S3Request) -> DeleteCondition:
 @operation("DELETE", "object", "", "DeleteObject", "delete")
 async def delete(req: S3Request) -> Response:
     condition = delete_condition(req)
-    await req.run(req.services.deletes.take, req.project_id)
     bypass = req.header("x-amz-bypass-governance-retention").lower() == "true"
     allowed = req.can_bypass_governance
     version_id = req.version_id()
     tag = req.context.tag("delete")
+
+    def remove() -> DeleteResult:
+        """Take a rate-limit token, delete, free the data: one thread hop."""
+        req.services.deletes.take(req.project_id)
+        if version_id is None:
+            result = delete_object(
+                req.db,
+                req.object_location,
+                bypass_governance=bypass,
+                can_bypass_governance=allowed,
+                condition=condition,
+                tag=tag,
+            )
+        else:
+            result = delete_object_version(
+                req.db,
+                req.object_location,
+                version_id,
+                bypass_governance=bypass,
+                can_bypass_governance=allowed,
+                condition=condition,
+                tag=tag,
+            )
+        free(req, result.removed)
+        return result
+
+    result = await req.run(remove)
     headers: dict[str, str] = {}
-    if version_id is None:
-        result = await req.run(
-            delete_object,
-            req.db,
-            req.object_location,
-            bypass_governance=bypass,
-            can_bypass_governance=allowed,
-            condition=condition,
-            tag=tag,
-        )
-        if result.marker is not None:
-            headers["x-amz-delete-marker"] = "true"
-            headers["x-amz-version-id"] = result.marker.version_id
-    else:
-        result = await req.run(
-            delete_object_version,
-            req.db,
-            req.object_location,
-            version_id,
-            bypass_governance=bypass,
-            can_bypass_governance=allowed,
-            condition=condition,
-            tag=tag,
-        )
+    if version_id is not None:
         headers["x-amz-version-id"] = version_id
         if any(o.is_delete_marker for o in result.removed):
             headers["x-amz-delete-marker"] = "true"
-    await req.run(free, req, result.removed)
+    elif result.marker is not None:
+        headers["x-amz-delete-marker"] = "true"
+        headers["x-amz-version-id"] = result.marker.version_id
     return Response(status_code=204, headers=headers)
