@@ -125,7 +125,7 @@ class ObjectData:
 
     def path_of(self, stream_id: uuid.UUID) -> Path:
         name = stream_id.hex
-        return self.root / name[:2] / name[2:4] / name
+        return Path(f"{self.root}/{name[:2]}/{name[2:4]}/{name}")  # one Path, not three joins
 
     def part_path(self, upload: uuid.UUID, part_number: int) -> Path:
         return self.parts / upload.hex / f"{part_number:05d}"

