@@ -3,7 +3,6 @@ run as a user would), configuration and connection errors, `ripple db status`.""
 
 from __future__ import annotations
 
-import os
 import re
 import signal
 import subprocess
@@ -18,6 +17,7 @@ import sqlalchemy as sa
 from click.testing import CliRunner
 
 from ripple.cli import cli
+from ripple.config import MAX_AUTOMATIC_WORKERS, usable_cores
 from ripple.metabase import Metabase, create_project
 from ripple.metabase.migrate import head_revision
 from tests.conftest import fresh_postgres_database
@@ -137,7 +137,7 @@ def test_up_on_sqlite_migrates_runs_the_pipeline_and_stops_on_ctrl_c(tmp_path: P
         "metrics": rows["metrics"],
         "eventing buckets": "0",
         "S3 endpoint": rows["S3 endpoint"],
-        "gateway processes": str(len(os.sched_getaffinity(0))),  # one per core
+        "gateway processes": str(min(usable_cores(), MAX_AUTOMATIC_WORKERS)),  # one per core
         "lifecycle runs": "every 3600 s",
     }
     assert re.fullmatch(r"http://127\.0\.0\.1:[1-9][0-9]*", rows["S3 endpoint"])

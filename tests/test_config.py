@@ -9,7 +9,14 @@ from pathlib import Path
 
 import pytest
 
-from ripple.config import ENVIRONMENT_VARIABLES, ConfigError, Settings, load_settings
+from ripple.config import (
+    ENVIRONMENT_VARIABLES,
+    MAX_AUTOMATIC_WORKERS,
+    ConfigError,
+    Settings,
+    load_settings,
+    usable_cores,
+)
 
 PROJECT = "4d0452d9-395d-498d-927f-a54a6544764e"
 PHOTOS = f"{PROJECT}:photos:projects/my-team/topics/photos"
@@ -485,7 +492,8 @@ def test_a_bad_allow_list_entry_is_a_settings_error() -> None:
 
 
 def test_gateway_workers_unset_is_one_per_core_for_up_and_one_for_serve() -> None:
-    cores = len(os.sched_getaffinity(0))
+    cores = min(usable_cores(), MAX_AUTOMATIC_WORKERS)
+    assert 1 <= usable_cores() <= len(os.sched_getaffinity(0))
     unset = Settings()
     assert unset.gateway_workers(default=0) == cores  # ripple up
     assert unset.gateway_workers(default=1) == 1  # ripple serve

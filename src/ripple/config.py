@@ -7,6 +7,7 @@ that names the key or variable and what it should be.
 
 from __future__ import annotations
 
+import math
 import os
 import re
 import tomllib
@@ -94,9 +95,10 @@ class Settings:
 
     def gateway_workers(self, *, default: int) -> int:
         """Gateway processes to run: `s3.workers`, or when it is 0 (unset) `default`, where
-        0 means one per core this process may use."""
+        0 means one per core this process may use (`usable_cores`), at most
+        `MAX_AUTOMATIC_WORKERS`."""
         workers = int(self.s3_workers) or default
-        return workers or len(os.sched_getaffinity(0))
+        return workers or min(usable_cores(), MAX_AUTOMATIC_WORKERS)
 
     @property
     def effective_region(self) -> str:
@@ -129,6 +131,27 @@ class Settings:
         already checked it).
         """
         return _parse_eventing_buckets(self.bucket_eventing_buckets)
+
+
+# gateway processes `ripple up` runs when s3.workers is unset, on a machine of many cores
+# (each keeps its own metabase connections: up to 32 on PostgreSQL)
+MAX_AUTOMATIC_WORKERS = 8
+
+
+def usable_cores() -> int:
+    """The cores this process may run on: its CPU affinity, bounded by a cgroup v2 CPU
+    quota (a container's CPU limit), at least 1."""
+    try:
+        cores = len(os.sched_getaffinity(0))
+    except AttributeError:  # no affinity on this system (macOS)
+        cores = os.cpu_count() or 1
+    try:
+        quota, period = Path("/sys/fs/cgroup/cpu.max").read_text().split()[:2]
+        if quota != "max":
+            cores = min(cores, max(1, math.ceil(int(quota) / int(period))))
+    except (OSError, ValueError):
+        pass
+    return max(1, cores)
 
 
 # TOML key path -> (Settings field, environment variable)

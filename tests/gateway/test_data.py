@@ -3,6 +3,8 @@ durable before the commit that names it."""
 
 from __future__ import annotations
 
+import os
+import time
 import uuid
 from pathlib import Path
 
@@ -34,3 +36,22 @@ def test_placing_fsyncs_the_file_its_directory_and_every_directory_it_made(
     writer.place(second)
     assert synced == [data.root / "ab" / "cd"]  # the directory was there: its entry only
     assert second.read_bytes() == b"two"
+
+
+def test_a_slow_fsync_restarts_the_commit_window(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A large file's fsync on a network filesystem can take longer than the window: the
+    window then starts after it, and the file's mtime (what gc judges) is stamped anew."""
+    data = ObjectData(tmp_path / "objects")
+    writer = data.writer()
+    writer.write(b"x")
+    an_hour_ago = time.time() - 3600
+    os.utime(writer.path, (an_hour_ago, an_hour_ago))  # as if the last write was long ago
+    ticks = iter([100.0, 102.0, 102.5])  # place starts, the fsync ends 2 s later, now
+    monkeypatch.setattr(time, "monotonic", lambda: next(ticks))
+    destination = data.path_of(uuid.uuid4())
+    writer.place(destination)
+    monkeypatch.undo()
+    assert writer.commit_by == 102.5 + data_module.COMMIT_WINDOW_S
+    assert destination.stat().st_mtime > an_hour_ago + 3000

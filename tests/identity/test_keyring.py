@@ -20,6 +20,7 @@ from ripple.identity import (
     create_user,
     revoke_key,
 )
+from ripple.identity.keyring import NotHeld
 from ripple.metabase import Metabase
 from tests.waiting import wait_for
 
@@ -156,3 +157,27 @@ def test_a_wrong_master_key_refuses_keys_and_logs(
         assert keyring.secret_of(AK) is None
     assert "sealed under another master key" in caplog.text
     assert SK not in caplog.text
+
+
+def test_held_lookups_never_query(db: Metabase, tmp_path: Path, queries: Queries) -> None:
+    """What the gateway asks on its event loop: an answer from memory, or `NotHeld`."""
+    _, key, secret = create_user(db, tmp_path, "alice")
+    keyring = Keyring(db, tmp_path, ttl=60)
+    before = queries.count
+    with pytest.raises(NotHeld):
+        keyring.held_secret_of(key.access_key_id)
+    with pytest.raises(NotHeld):
+        keyring.held_key("AKIAUNKNOWN000000000")
+    assert queries.count == before
+    assert keyring.secret_of(key.access_key_id) == secret  # now held, and so is an unknown
+    assert keyring.key("AKIAUNKNOWN000000000") is None
+    looked_up = queries.count
+    assert keyring.held_secret_of(key.access_key_id) == secret
+    assert keyring.held_key(key.access_key_id) == key
+    assert keyring.held_key("AKIAUNKNOWN000000000") is None
+    assert keyring.held_key("not a key id") is None  # malformed: no query, no entry
+    assert queries.count == looked_up
+    expired = Keyring(db, tmp_path, ttl=0.0)
+    expired.secret_of(key.access_key_id)
+    with pytest.raises(NotHeld):  # held, but not fresh
+        expired.held_secret_of(key.access_key_id)

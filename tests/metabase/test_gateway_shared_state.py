@@ -16,7 +16,7 @@ from ripple.metabase.commit_inline_object import commit_inline_object
 from ripple.metabase.errors import CommitTooLate, ObjectNotFound
 from ripple.metabase.projects import create_project
 from ripple.metabase.rate_limits import take_token
-from ripple.metabase.schema import rate_limits
+from ripple.metabase.schema import client_tokens, rate_limits
 
 
 def test_a_token_bucket_holds_its_burst_then_refills_by_the_database_clock(db: Metabase) -> None:
@@ -76,3 +76,21 @@ def test_a_commit_after_its_deadline_is_rolled_back(db: Metabase) -> None:
     commit_inline_object(db, late, b"x", etag="e")  # the deadline ended with its block
     assert get_object(db, on_time).etag == "e"
     assert get_object(db, late).etag == "e"
+
+
+def test_a_claim_removes_its_buckets_lapsed_tokens(db: Metabase) -> None:
+    """boto3 sends a new token with every rename: without this the table would only grow."""
+    project = uuid.uuid4()
+    for token in ("t1", "t2"):
+        assert claim(db, project, "b", token, "r") is Claim.CLAIMED
+    finish(db, project, "b", "t1", ttl_s=0)  # lapsed
+    finish(db, project, "b", "t2")
+    assert claim(db, project, "other", "t1", "r") is Claim.CLAIMED  # another bucket's
+    assert claim(db, project, "b", "t3", "r") is Claim.CLAIMED
+    with db.read() as conn:
+        kept = conn.execute(
+            sa.select(client_tokens.c.bucket_name, client_tokens.c.token).order_by(
+                client_tokens.c.bucket_name, client_tokens.c.token
+            )
+        ).all()
+    assert [tuple(row) for row in kept] == [("b", "t2"), ("b", "t3"), ("other", "t1")]

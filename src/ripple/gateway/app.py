@@ -31,10 +31,9 @@ from starlette.types import Receive, Scope, Send
 from ripple.gateway import topics, xml
 from ripple.gateway.auth import (
     ANONYMOUS_DENIED,
-    authenticate,
+    authenticate_request,
     authorize,
     grant_access,
-    needs_lookup,
 )
 from ripple.gateway.context import RequestContext
 from ripple.gateway.errors import S3Error, from_metabase, not_implemented
@@ -228,10 +227,7 @@ def create_app(services: Services) -> Starlette:
         try:
             req = S3Request.of(http, services, context)
             if answer is not None:  # ripple's own API under /_ripple/: it routes itself
-                if needs_lookup(req):
-                    await req.run(authenticate, req)
-                else:
-                    authenticate(req)
+                await authenticate_request(req)
                 response = await answer(req)
                 name = context.operation
             elif req.method == "POST" and req.bucket is None:
@@ -241,10 +237,7 @@ def create_app(services: Services) -> Starlette:
                 name = context.operation
             else:
                 # a key look-up may query the metabase; unsigned requests go on anonymous
-                if needs_lookup(req):
-                    await req.run(authenticate, req, anonymous=True)
-                else:
-                    authenticate(req, anonymous=True)
+                await authenticate_request(req, anonymous=True)
                 try:
                     op = route(req)
                 except S3Error as e:

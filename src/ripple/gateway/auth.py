@@ -17,6 +17,7 @@ from datetime import UTC, datetime
 from ripple.gateway import sigv4
 from ripple.gateway.errors import S3Error
 from ripple.gateway.request import S3Request, raw_query
+from ripple.identity.keyring import NotHeld
 from ripple.metabase import get_bucket_info
 from ripple.metabase.acl import (
     FULL_CONTROL,
@@ -79,17 +80,13 @@ OWNER_ONLY_HEADERS = {
 OWNER_ONLY_HEADER_OPERATIONS = ("PutObject", "CopyObject", "CreateMultipartUpload")
 
 
-def needs_lookup(req: S3Request) -> bool:
-    """Would `authenticate` query the metabase for the request's access key (one not held
-    fresh by the keyring)? If not, it runs on the event loop, sparing a thread hop."""
-    http = req.http
-    authorization = http.headers.get("authorization", "")
-    at = authorization.find("Credential=")
-    if at >= 0:
-        claimed = authorization[at + len("Credential=") :].split("/", 1)[0]
-    else:
-        claimed = http.query_params.get("X-Amz-Credential", "").split("/", 1)[0]
-    return bool(claimed) and not req.services.keyring.fresh(claimed)
+async def authenticate_request(req: S3Request, *, anonymous: bool = False) -> None:
+    """`authenticate` on the event loop when the keyring holds the request's key (most
+    requests: no thread hop), in a thread when it must query the metabase for it."""
+    try:
+        authenticate(req, anonymous=anonymous, held_only=True)
+    except NotHeld:
+        await req.run(authenticate, req, anonymous=anonymous)
 
 
 def authenticate(
@@ -98,12 +95,14 @@ def authenticate(
     service: str = "s3",
     payload_sha256: str | None = None,
     anonymous: bool = False,
+    held_only: bool = False,
 ) -> None:
     """Verify the request's signature; sets `req.access_key`, `req.signed` and the principal.
 
     S3 requests are signed for `s3`; the topic API passes `sns` and the body's SHA-256
     (`sigv4.verify`). An unsigned request is `AccessDenied` unless `anonymous` (S3 requests,
-    which `grant_access` then checks against the ACLs): it goes on with no access key."""
+    which `grant_access` then checks against the ACLs): it goes on with no access key.
+    `held_only`: answer from the keys the keyring holds, or raise `NotHeld` (no query)."""
     http = req.http
     raw_path = http.scope.get("raw_path", b"").decode("latin-1").split("?", 1)[0] or "/"
     headers: dict[str, str] = {}
@@ -116,7 +115,7 @@ def authenticate(
         raw_path,
         raw_query(http),
         headers,
-        keyring.secret_of,
+        keyring.held_secret_of if held_only else keyring.secret_of,
         datetime.now(UTC),
         service=service,
         payload_sha256=payload_sha256,
@@ -133,7 +132,7 @@ def authenticate(
             f"the authorization header is malformed; the region {signed.region!r} is wrong; "
             f"expecting {services.region!r}: configure your client for region {services.region}",
         )
-    key = keyring.key(signed.access_key_id)
+    key = (keyring.held_key if held_only else keyring.key)(signed.access_key_id)
     if key is None:  # revoked between the two look-ups
         raise S3Error("InvalidAccessKeyId", "the AWS access key ID you provided does not exist")
     req.signed = signed
@@ -160,8 +159,8 @@ async def grant_access(req: S3Request, operation: str) -> None:
     """Find the bucket's owner (`req.owner`); refuse with `AccessDenied` unless the
     requester is the owner or the ACLs grant it what `operation` needs.
 
-    The owner's own requests cost no query once the name's owner is remembered; others
-    look it up again (they read the ACLs anyway). A bucket
+    The owner's own and anonymous requests cost no query once the name's owner is
+    remembered; other projects' look it up again (they read the ACLs anyway). A bucket
     that exists nowhere is left to the handler (NoSuchBucket; CreateBucket makes it); an
     anonymous request is told `NoSuchBucket` at once, as S3 tells anyone."""
     anonymous = req.access_key is None
@@ -171,9 +170,10 @@ async def grant_access(req: S3Request, operation: str) -> None:
         return  # ListBuckets, CreateBucket: the requester's own project
     owners = req.services.owners
     owner = owners.cached(req.bucket)
-    if owner is None or _foreign(req, owner):
-        # another project's bucket (or an anonymous request) is looked up fresh: the name
-        # may have been deleted and made again by the requester through another gateway
+    if owner is None or (not anonymous and _foreign(req, owner)):
+        # a signed request for another project's bucket is looked up fresh: the name may
+        # have been deleted and made again by the requester through another gateway
+        # (anonymous requests, on public buckets, keep the cache: they own nothing)
         owner = await req.run(owners.lookup, req.bucket, fresh=True)
     if owner is None:
         if anonymous:

@@ -68,8 +68,14 @@ class DataWriter:
 
     def place(self, destination: Path) -> None:
         """fsync, then rename to `destination` (and fsync its directory: the new entry is
-        durable; a directory made for it, and its own entry, too)."""
+        durable; a directory made for it, and its own entry, too). An fsync slow enough to
+        eat into the commit window (a large file on a network filesystem) restarts it, the
+        file's mtime stamped anew by the filesystem's clock, which `gc` judges by."""
+        started = time.monotonic()
         self._close()
+        if time.monotonic() - started > 1.0:
+            os.utime(self.path)
+            self.last_write = time.monotonic()
         try:
             os.replace(self.path, destination)
         except FileNotFoundError:  # its directory is not there yet (mostly it is)

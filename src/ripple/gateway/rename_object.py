@@ -19,7 +19,6 @@ that arrives while the first is still renaming waits for it (up to 10 s, then
 
 from __future__ import annotations
 
-import asyncio
 import time
 from dataclasses import replace
 from datetime import datetime
@@ -121,13 +120,13 @@ _MAX_TOKEN = 64
 _BUSY_WAIT_S = 10.0  # a retry waits this long for a rename in progress with its token
 
 
-async def _claim(req: S3Request, token: str, asked: str) -> bool:
+def _claim(req: S3Request, token: str, asked: str) -> bool:
     """Claim the token for this rename; False if a request with it already made the same
     rename (waiting while one is making it)."""
     bucket = req.bucket_location
     deadline = time.monotonic() + _BUSY_WAIT_S
     while True:
-        claimed = await req.run(claim, req.db, bucket.project_id, bucket.bucket_name, token, asked)
+        claimed = claim(req.db, bucket.project_id, bucket.bucket_name, token, asked)
         if claimed is Claim.CLAIMED:
             return True
         if claimed is Claim.DONE:
@@ -142,7 +141,7 @@ async def _claim(req: S3Request, token: str, asked: str) -> bool:
                 "OperationAborted",
                 "a rename with this x-amz-client-token is still in progress: try again",
             )
-        await asyncio.sleep(0.05)
+        time.sleep(0.05)
 
 
 @operation("PUT", "object", "renameObject", "RenameObject", "write")
@@ -152,22 +151,6 @@ async def rename(req: S3Request) -> Response:
     destination = req.object_location
     prefix = _prefix_mode(req)
     token = _token(req)
-    if not token:
-        await _rename(req, source, destination, prefix)
-        return Response(status_code=200)
-    bucket = req.bucket_location
-    if not await _claim(req, token, f"{source}\n{req.key or ''}\n{prefix}"):
-        return Response(status_code=200)  # a retry of a rename already made
-    try:
-        await _rename(req, source, destination, prefix)
-    except Exception:  # refused or failed: not made (cancelled: unknown, the claim expires)
-        await req.run(release, req.db, bucket.project_id, bucket.bucket_name, token)
-        raise
-    await req.run(finish, req.db, bucket.project_id, bucket.bucket_name, token)
-    return Response(status_code=200)
-
-
-async def _rename(req: S3Request, source: str, destination: ObjectLocation, prefix: bool) -> None:
     if prefix:
         given = [h for h in _CONDITIONS if req.header(h)]
         if given:
@@ -176,8 +159,45 @@ async def _rename(req: S3Request, source: str, destination: ObjectLocation, pref
                 f"a prefix rename takes no conditional headers ({', '.join(given)}): "
                 "they apply to one object",
             )
-        await req.run(
-            rename_prefix,
+    conditions = None if prefix else conditions_of(req)
+    # claim, rename and finish in one thread hop: a request cancelled between them could
+    # otherwise rename and leave its token claimed, not done
+    await req.run(_rename_once, req, token, source, destination, prefix, conditions)
+    return Response(status_code=200)
+
+
+def _rename_once(
+    req: S3Request,
+    token: str,
+    source: str,
+    destination: ObjectLocation,
+    prefix: bool,
+    conditions: RenameConditions | None,
+) -> None:
+    """The rename, once per client token (none: every time)."""
+    if not token:
+        _rename(req, source, destination, prefix, conditions)
+        return
+    bucket = req.bucket_location
+    if not _claim(req, token, f"{source}\n{req.key or ''}\n{prefix}"):
+        return  # a retry of a rename already made
+    try:
+        _rename(req, source, destination, prefix, conditions)
+    except Exception:  # refused or failed: not made
+        release(req.db, bucket.project_id, bucket.bucket_name, token)
+        raise
+    finish(req.db, bucket.project_id, bucket.bucket_name, token)
+
+
+def _rename(
+    req: S3Request,
+    source: str,
+    destination: ObjectLocation,
+    prefix: bool,
+    conditions: RenameConditions | None,
+) -> None:
+    if prefix:
+        rename_prefix(
             req.db,
             req.bucket_location,
             source,
@@ -186,12 +206,11 @@ async def _rename(req: S3Request, source: str, destination: ObjectLocation, pref
             tag=req.context.tag("rename-prefix"),
         )
         return
-    result = await req.run(
-        rename_object,
+    result = rename_object(
         req.db,
         replace(destination, object_key=source),
         destination.object_key,
-        conditions=conditions_of(req),
+        conditions=conditions,
         tag=req.context.tag("rename"),
     )
-    await req.run(free, req, result.removed)
+    free(req, result.removed)

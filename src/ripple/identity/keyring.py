@@ -23,6 +23,10 @@ DEFAULT_TTL = 1.0  # every gateway refuses a revoked key within a second
 MAX_CACHED = 10_000  # answers kept, unknown ids included; the oldest go first
 
 
+class NotHeld(Exception):
+    """The keyring would have to query the metabase to answer for this key."""
+
+
 @dataclass(frozen=True)
 class _Entry:
     expires: float  # time.monotonic()
@@ -58,12 +62,23 @@ class Keyring:
         """The access key; None if it is unknown or revoked."""
         return self._entry(access_key_id).key
 
-    def fresh(self, access_key_id: str) -> bool:
-        """Is the key's answer (known, unknown or revoked) held and fresh, so that looking
-        it up costs no query?"""
+    def held_secret_of(self, access_key_id: str) -> str | None:
+        """`secret_of` from what is held in memory only; `NotHeld` when that would take a
+        query (the key is not held, or no longer fresh)."""
+        return self._held(access_key_id).secret
+
+    def held_key(self, access_key_id: str) -> AccessKey | None:
+        """`key` from what is held in memory only; `NotHeld` as `held_secret_of`."""
+        return self._held(access_key_id).key
+
+    def _held(self, access_key_id: str) -> _Entry:
+        if not is_access_key_id(access_key_id):
+            return _Entry(0.0, None)
         with self._lock:
             entry = self._cache.get(access_key_id)
-        return entry is not None and entry.expires > time.monotonic()
+        if entry is None or entry.expires <= time.monotonic():
+            raise NotHeld(access_key_id)
+        return entry
 
     def _entry(self, access_key_id: str) -> _Entry:
         if not is_access_key_id(access_key_id):

@@ -7,7 +7,9 @@ the work failed, lets it go (`release`). Whoever finds the row instead is told w
 holds: another request's token (`Claim.MISMATCH`), the same request done already
 (`Claim.DONE`: answer as the first did), or in progress (`Claim.BUSY`: wait, or ask the
 client to come back). A claim whose gateway died is taken over once `in_progress_s` has
-passed. Times are the gateway's clock: they only bound how long a row is kept.
+passed. A claim removes its bucket's lapsed tokens (a bucket renamed in no more keeps the
+rows of its last 10 minutes). Times are the gateway's clock: they only bound how long a row
+is kept.
 """
 
 from __future__ import annotations
@@ -51,9 +53,16 @@ def claim(
     """Claim `token` for `request` (what the request asks, to compare with a retry's)."""
     key = _key(project_id, bucket, token)
 
+    t = client_tokens.c
+
     def tx(conn: sa.Connection) -> sa.Row[tuple[str, bool]] | None:
         now = time.time_ns()
-        conn.execute(sa.delete(client_tokens).where(key, client_tokens.c.expires_ns <= now))
+        # the bucket's lapsed tokens go (boto3 sends a new token with every rename)
+        conn.execute(
+            sa.delete(client_tokens).where(
+                t.project_id == project_id, t.bucket_name == bucket, t.expires_ns <= now
+            )
+        )
         row = conn.execute(
             sa.select(client_tokens.c.request, client_tokens.c.done).where(key)
         ).first()

@@ -10,6 +10,7 @@ unless it changes an object of a bucket with eventing (`eventing`, a cached look
 from __future__ import annotations
 
 import fcntl
+import logging
 import os
 import random
 import threading
@@ -36,6 +37,8 @@ from ripple.metabase.schema import buckets, objects
 Eventing = Callable[[uuid.UUID, str], bool]
 
 T = TypeVar("T")
+
+log = logging.getLogger(__name__)
 
 _WRITE_OPTION = "ripple_write"
 _MAX_ATTEMPTS = 8
@@ -118,8 +121,9 @@ class _WriterTurns:
         try:
             if self._depth == 0:
                 if self._fd is None:
-                    self._fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
-                fcntl.flock(self._fd, fcntl.LOCK_EX)
+                    self._fd = self._open()
+                if self._fd >= 0:
+                    fcntl.flock(self._fd, fcntl.LOCK_EX)
             self._depth += 1
         except BaseException:
             self._lock.release()
@@ -127,9 +131,36 @@ class _WriterTurns:
 
     def __exit__(self, *_: object) -> None:
         self._depth -= 1
-        if self._depth == 0 and self._fd is not None:
+        if self._depth == 0 and self._fd is not None and self._fd >= 0:
             fcntl.flock(self._fd, fcntl.LOCK_UN)
         self._lock.release()
+
+    def _open(self) -> int:
+        """The lock file's descriptor; -1 (writers meet in SQLite's lock, as before) when
+        this user may not open it (another user made it, e.g. a command run as root)."""
+        try:
+            return os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+        except PermissionError as e:
+            log.warning(
+                "cannot open %s (%s): writers of several processes wait longer",
+                e.filename,
+                e.strerror,
+            )
+            return -1
+
+
+_TURNS: dict[str, _WriterTurns] = {}
+_TURNS_LOCK = threading.Lock()
+
+
+def _writer_turns(database: str) -> _WriterTurns:
+    """The one `_WriterTurns` of this process for a database file (two handles on one file
+    in one process share it: a thread writing through both must not wait for itself)."""
+    path = os.path.realpath(database)
+    with _TURNS_LOCK:
+        if path not in _TURNS:
+            _TURNS[path] = _WriterTurns(Path(path))
+        return _TURNS[path]
 
 
 def _is_write_conflict(error: exc.DBAPIError) -> bool:
@@ -150,7 +181,7 @@ class Metabase:
             self.engine = _sqlite_engine(self.url)
             database = self.url.database or ":memory:"
             in_memory = database == ":memory:"
-            self._writers = threading.RLock() if in_memory else _WriterTurns(Path(database))
+            self._writers = threading.RLock() if in_memory else _writer_turns(database)
         else:
             self.engine = _postgres_engine(self.url, echo)
         # the engine of write transactions (SQLite: BEGIN IMMEDIATE)

@@ -51,7 +51,11 @@ def _take(dialect: str) -> sa.Insert:
         )
         .on_conflict_do_update(
             index_elements=[t.project_id, t.name],
-            set_={"tokens": capped - 1, "updated_s": now},
+            # never back: a transaction that waited for the row lock started earlier
+            set_={
+                "tokens": capped - 1,
+                "updated_s": sa.case((now > t.updated_s, now), else_=t.updated_s),
+            },
             where=capped >= 1,
         )
         .returning(t.tokens)
