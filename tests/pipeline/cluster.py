@@ -100,7 +100,7 @@ class StandaloneCluster:
     def alive_workers(self) -> int:
         try:
             return sum(1 for w in self.state()["workers"] if w["state"] == "ALIVE")
-        except OSError:
+        except (OSError, orjson.JSONDecodeError):  # not up yet; or up, but not its JSON yet
             return 0
 
     def wait_for_workers(self, n: int) -> None:
