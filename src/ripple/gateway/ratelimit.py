@@ -26,12 +26,9 @@ class RateLimit:
         self.rate = rate
         self.burst = burst
 
-    def try_take(self, project_id: uuid.UUID) -> bool:
-        return take_token(self.db, project_id, self.name, rate=self.rate, burst=self.burst)
-
     def take(self, project_id: uuid.UUID) -> None:
         """One token, or `SlowDown`."""
-        if not self.try_take(project_id):
+        if not take_token(self.db, project_id, self.name, rate=self.rate, burst=self.burst):
             raise S3Error(
                 "SlowDown",
                 f"please reduce your request rate: this project may make {self.rate:g} "

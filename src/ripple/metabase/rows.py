@@ -80,13 +80,13 @@ def key_parameters(loc: ObjectLocation) -> dict[str, Any]:
 
 
 @functools.cache
-def _versions_query(dialect: str, *, null: bool, lock: bool, data: bool) -> sa.Select[Any]:
+def _versions_query(dialect: str, *, null: bool, lock: bool) -> sa.Select[Any]:
     """A key's `null` version (`null`), or its committed version `:version`."""
     status = UNVERSIONED_STATUSES if null else COMMITTED_STATUSES
     where = sa.and_(_AT_KEY, objects.c.status.in_(status))
     if not null:
         where = sa.and_(where, objects.c.version == sa.bindparam("version"))
-    query = sa.select(*(objects.c if data else METADATA_COLUMNS)).where(where)
+    query = sa.select(objects).where(where)
     return query.with_for_update() if lock and dialect == "postgresql" else query
 
 
@@ -239,13 +239,12 @@ def exact_version(
 ) -> Object | None:
     """The committed row a version ID names, if it still exists."""
     null = ref.version is None
-    query = _versions_query(conn.dialect.name, null=null, lock=lock, data=True)
+    query = _versions_query(conn.dialect.name, null=null, lock=lock)
     parameters = key_parameters(loc)
     if not null:
         parameters["version"] = ref.version
-    rows = [object_from_row(r) for r in conn.execute(query, parameters)]
-    rows = [r for r in rows if ref.matches(r)]
-    return rows[0] if rows else None
+    found = (object_from_row(r) for r in conn.execute(query, parameters).all())
+    return next((r for r in found if ref.matches(r)), None)
 
 
 def null_version(conn: Connection, loc: ObjectLocation, *, lock: bool = False) -> Object | None:
