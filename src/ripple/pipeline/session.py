@@ -7,6 +7,7 @@ from __future__ import annotations
 import atexit
 import functools
 import os
+import re
 import shutil
 import sys
 import tempfile
@@ -18,12 +19,28 @@ from pyspark.sql import SparkSession
 import ripple
 from ripple.pipeline.source import ChangeStreamSource
 
-__all__ = ["is_local_master", "ripple_archive", "spark_session"]
+__all__ = ["is_local_master", "ripple_archive", "spark_session", "with_task_retries"]
+
+LOCAL_TASK_ATTEMPTS = 4
+"""How many times a local master runs a task before it fails the job: a cluster's default
+(spark.task.maxFailures), where a plain `local[N]` gives a task one attempt, so one task that
+fails once (a JVM deserialization fault has been seen after a restart) stops the pipeline."""
+
+_LOCAL_THREADS = re.compile(r"local(?:\[\s*([0-9]+|\*)\s*\])?")
 
 
 def is_local_master(master: str) -> bool:
     """`local`, `local[N]`, `local[*]`, `local[N,F]`: Spark in this process's JVM."""
     return master == "local" or master.startswith("local[")
+
+
+def with_task_retries(master: str) -> str:
+    """`master` with LOCAL_TASK_ATTEMPTS attempts per task when it is `local` or `local[N]`
+    (`local[N,4]`); any other master, and a local one that names its own, as it is."""
+    match = _LOCAL_THREADS.fullmatch(master.strip())
+    if match is None:
+        return master
+    return f"local[{match.group(1) or 1},{LOCAL_TASK_ATTEMPTS}]"
 
 
 def spark_session(
@@ -44,7 +61,7 @@ def spark_session(
         os.environ["PYTHONPATH"] = os.pathsep.join(dict.fromkeys(paths))
     os.environ.setdefault("SPARK_LOCAL_IP", driver_host)  # the JVM's address, and no warning
     builder = (
-        SparkSession.builder.master(master)
+        SparkSession.builder.master(with_task_retries(master))
         .appName("ripple-pipeline")
         .config("spark.ui.enabled", "false")
         .config("spark.ui.showConsoleProgress", "false")
