@@ -17,7 +17,7 @@ from ripple.metabase import (
     get_object,
 )
 from ripple.metabase.errors import BucketNotFound, InvalidArgument
-from tests.metabase.steps import T0, Row, Verify, World, unchanged
+from tests.metabase.steps import T0, Row, Verify, World, statements, unchanged
 
 
 def test_data_is_stored_and_returned(world: World) -> None:
@@ -107,6 +107,24 @@ def test_overwrite_in_unversioned_bucket(world: World) -> None:
     assert world.rows() == [second]
     assert get_object(world.db, world.loc(bucket, "a")).inline_data == b"two"
     assert first.stream_id != second.stream_id
+
+
+def test_a_write_is_few_statements(world: World) -> None:
+    """Each statement is a round trip (PostgreSQL) and CPU in the gateway: a PUT reads the
+    key's highest and `null` versions in one, and on PostgreSQL holds the bucket and the key
+    in one. The replacing row takes a version above the one it replaces."""
+    bucket = world.bucket()
+    with statements(world.db) as new_key:
+        first = world.put(bucket, "a", b"one")
+    with statements(world.db) as overwrite:
+        second = world.put(bucket, "a", b"two")
+    # PostgreSQL: hold bucket and key, read the key, (delete,) insert; SQLite: BEGIN
+    # IMMEDIATE, read the bucket, read the key, (delete,) insert
+    expected = 3 if world.db.dialect == "postgresql" else 4
+    assert len(new_key) == expected, new_key
+    assert len(overwrite) == expected + 1, overwrite
+    assert second.version > first.version
+    assert world.rows() == [second]
 
 
 def test_versions_in_enabled_bucket(world: World) -> None:

@@ -58,3 +58,31 @@ def test_write_rolls_back_on_error(db: Metabase) -> None:
         insert_project_then_fail(db, project_id)
     with db.read() as conn:
         assert conn.execute(sa.select(projects).where(projects.c.id == project_id)).first() is None
+
+
+def test_kept_connections_the_server_closed_are_replaced(postgres_db: Metabase) -> None:
+    """A PostgreSQL restart, or an administrator's `pg_terminate_backend`, closes every kept
+    connection: the next transactions get fresh ones instead of an error, and no
+    transaction pays a round trip before its first statement to learn that."""
+    db = postgres_db
+    held = [db.engine.connect() for _ in range(3)]  # three kept connections, then idle
+    pids = [conn.exec_driver_sql("SELECT pg_backend_pid()").scalar() for conn in held]
+    for conn in held:
+        conn.close()
+    other = sa.create_engine(db.url)
+    try:
+        with other.connect() as admin:
+            for pid in pids:
+                admin.exec_driver_sql(f"SELECT pg_terminate_backend({int(pid)})")
+    finally:
+        other.dispose()
+    for _ in pids:  # each checkout meets one of the closed connections first
+        with db.read() as conn:
+            assert conn.exec_driver_sql("SELECT 1").scalar() == 1
+    project_id = uuid.uuid4()
+    with db.write() as conn:
+        conn.execute(
+            sa.insert(projects).values(
+                id=project_id, public_id=uuid.uuid4(), name="p", created_at=db.now()
+            )
+        )

@@ -202,10 +202,22 @@ def _bucket_query(dialect: str, lock: Literal["share", "update"] | None) -> sa.S
 
 def start_key_write(conn: Connection, loc: ObjectLocation) -> Bucket:
     """What every writer of one key does first, always in this order: hold the bucket's
-    configuration, then the key (`lock_key`). Returns the bucket."""
-    bucket = get_bucket(conn, loc.bucket, lock="share")
+    configuration, then the key (`lock_key`). Returns the bucket. On PostgreSQL both are
+    one statement (`_HOLD_BUCKET_AND_KEY`)."""
+    if conn.dialect.name == "postgresql":
+        parameters = {
+            "project_id": loc.project_id,
+            "name": loc.bucket_name,
+            "key_lock": _lock_id(loc, key_bytes(loc.object_key)),
+        }
+        row = conn.execute(_HOLD_BUCKET_AND_KEY, parameters).first()
+        if row is None:
+            raise BucketNotFound(f"bucket {loc.bucket_name!r} does not exist")
+        bucket = bucket_from_row(row)
+    else:
+        bucket = get_bucket(conn, loc.bucket, lock="share")
+        lock_key(conn, loc)
     note_bucket(conn, bucket)
-    lock_key(conn, loc)
     return bucket
 
 
@@ -265,6 +277,38 @@ def remove_null_version(
     check_deletable(old, now, bypass=bypass)
     delete_rows(conn, [old])
     return [old]
+
+
+def replace_null_version(
+    conn: Connection, bucket: Bucket, loc: ObjectLocation, now: datetime, *, bypass: bool
+) -> tuple[list[Object], int]:
+    """`remove_null_version` and the version a new row of the key takes (one above every
+    version the key has had until now, the removed one included): what a write that adds a
+    version does, its reads in one statement (`_KEY_STATE`)."""
+    if bucket.versioning is Versioning.ENABLED:
+        return [], next_version(conn, loc)
+    row = conn.execute(_key_state(conn.dialect.name), key_parameters(loc)).first()
+    assert row is not None  # an aggregate's one row
+    top = int(row.top or 0)
+    if row.project_id is None:
+        return [], top + 1
+    old = object_from_row(row)
+    check_deletable(old, now, bypass=bypass)
+    delete_rows(conn, [old])
+    return [old], top + 1
+
+
+@functools.cache
+def _key_state(dialect: str) -> sa.Select[Any]:
+    """The key's highest version (`top`: NULL when it has none) beside its `null` version's
+    columns (NULL when it has none), the row locked on PostgreSQL."""
+    top = sa.select(sa.func.max(objects.c.version).label("top")).where(_AT_KEY).subquery("top")
+    null = sa.select(objects).where(_AT_KEY, objects.c.status.in_(UNVERSIONED_STATUSES))
+    if dialect == "postgresql":  # FOR UPDATE may not lock an outer join's nullable side
+        held = null.with_for_update().lateral("held")
+        return sa.select(top.c.top, held).select_from(top.outerjoin(held, sa.true()))
+    on = sa.and_(_AT_KEY, objects.c.status.in_(UNVERSIONED_STATUSES))
+    return sa.select(top.c.top, objects).select_from(top.outerjoin(objects, on))
 
 
 def next_version(conn: Connection, loc: ObjectLocation) -> int:
@@ -374,6 +418,22 @@ def lock_keys(
     ids = sorted({_lock_id(loc, key) for key in keys})
     conn.execute(_LOCK_KEYS, {"ids": ids})
 
+
+_HELD_BUCKET = (
+    sa.select(buckets)
+    .where(
+        buckets.c.project_id == sa.bindparam("project_id"), buckets.c.name == sa.bindparam("name")
+    )
+    .with_for_update(read=True)
+    .subquery("held_bucket")
+)
+# The bucket's row held (FOR SHARE), then the key's advisory lock: a subquery with a
+# locking clause is never merged into its parent, so its row is locked before the outer
+# select calls the lock function, and only when the bucket exists.
+_HOLD_BUCKET_AND_KEY = sa.select(
+    _HELD_BUCKET,
+    sa.func.pg_advisory_xact_lock(sa.bindparam("key_lock", type_=sa.BigInteger)).label("key_lock"),
+)
 
 _LOCK_KEYS = sa.text("SELECT pg_advisory_xact_lock(id) FROM unnest(:ids) AS t(id)").bindparams(
     sa.bindparam("ids", type_=postgresql.ARRAY(sa.BigInteger))

@@ -21,12 +21,7 @@ from ripple.metabase.objectlock import (
     check_retention_change,
     default_retention,
 )
-from ripple.metabase.rows import (
-    insert_rows,
-    latest_committed,
-    next_version,
-    remove_null_version,
-)
+from ripple.metabase.rows import insert_rows, latest_committed, replace_null_version
 from ripple.metabase.types import Bucket, Object, Retention, Status, Versioning
 from ripple.metabase.write_condition import WriteCondition
 
@@ -58,7 +53,7 @@ def store_committed(
     else:
         check_retention_change(None, retention, now, bypass=False)  # retain-until in the future
 
-    removed = remove_null_version(conn, bucket, new.location, now, bypass=False)
+    removed, version = replace_null_version(conn, bucket, new.location, now, bypass=False)
 
     status = (
         Status.COMMITTED_VERSIONED
@@ -67,7 +62,7 @@ def store_committed(
     )
     committed = replace(
         new,
-        version=next_version(conn, new.location),
+        version=version,
         status=status,
         created_at=now,
         retention=retention,
