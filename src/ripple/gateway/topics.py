@@ -9,9 +9,9 @@ A topic belongs to the project of the key that created it and is named by its AR
 destination URI; empty or `none`: pull-only) and the arguments of its target, checked with
 `ripple.targets.destinations` before anything is stored. CreateTopic of an existing name
 replaces its endpoint and arguments; SetTopicAttributes sets one (an empty value removes it).
-Credentials (user info in the push endpoint, `secret`, `bearer-token`, an authorization
-header) are accepted only over HTTPS unless `topics.allow-secrets-in-cleartext` is set, and
-GetTopicAttributes never shows them.
+Credentials (user info in the push endpoint, `secret`, `bearer-token`, `password`, an
+authorization header) are accepted only over HTTPS unless `topics.allow-secrets-in-cleartext`
+is set, and GetTopicAttributes never shows them.
 """
 
 from __future__ import annotations
@@ -63,7 +63,7 @@ HIDDEN = "***"
 TOPIC_NAME = re.compile(r"[A-Za-z0-9_-]{1,256}")
 _ARN = re.compile(r"arn:[a-z0-9-]+:sns:([^:]*):([^:]+):([^:]+)")
 _ENTRY = re.compile(r"Attributes\.entry\.([1-9][0-9]{0,3})\.(key|value)")
-_SECRET_ARGUMENTS = ("secret", "bearer-token")
+_SECRET_ARGUMENTS = ("secret", "bearer-token", "password")  # password: Kafka SASL
 _SECRET_HEADER_WORDS = ("auth", "token", "secret", "key", "password", "cookie")
 
 

@@ -13,7 +13,8 @@ The push endpoint says where the topic's events are pushed:
 - not set: a topic named like a Google Pub/Sub topic (`projects/P/topics/T`, as the phase-1
   list names them) is published to Pub/Sub; any other topic is pull-only;
 - a destination URI (`ripple.targets.endpoints`): `http[s]://…` (a webhook),
-  `amqp[s]://…` (RabbitMQ), `nats://…` (NATS JetStream), `mqtt[s]://…`, `redis://…`, or
+  `amqp[s]://…` (RabbitMQ), `nats://…` (NATS JetStream), `mqtt[s]://…`, `redis://…`,
+  `kafka://…` (Kafka), or
   `pubsub://projects/P/topics/T` (that Pub/Sub topic), or `snapshot://NAME` (archived in
   pages by that snapshotter, one writer per bucket: `ripple.targets.snapshot`);
 - `none`: pull-only: events are kept only for the topic's pull subscriptions.
@@ -61,7 +62,7 @@ RENAME_MODES = ("s3", "single")
 # list of event types (`s3:BucketCreated:*`, `s3:BucketRemoved:*`, or exact ones): a
 # project-wide notification, opted into per topic
 PROJECT_EVENTS = "project-events"
-Kind = Literal["webhook", "pubsub", "amqp", "nats", "mqtt", "redis", "snapshot", "pull"]
+Kind = Literal["webhook", "pubsub", "amqp", "nats", "mqtt", "redis", "kafka", "snapshot", "pull"]
 
 
 @dataclass(frozen=True)

@@ -118,6 +118,17 @@ def _redis(topic: Topic, arguments: Mapping[str, str]) -> Target:
     return redis.from_arguments(topic.name, topic.endpoint, arguments)
 
 
+def _kafka(topic: Topic, arguments: Mapping[str, str]) -> Target:
+    from ripple.targets import kafka
+
+    assert topic.endpoint is not None
+    target = kafka.from_arguments(topic.name, topic.endpoint, arguments)
+    guard = default_guard()
+    for host, _port in topic.endpoint.servers[1:]:  # the first is checked with every endpoint
+        guard.check_host(host)
+    return target
+
+
 # each kind of push target, and what builds one (importing the target's module then)
 BUILDERS: dict[str, Builder] = {
     "webhook": _webhook,
@@ -127,6 +138,7 @@ BUILDERS: dict[str, Builder] = {
     "nats": _nats,
     "mqtt": _mqtt,
     "redis": _redis,
+    "kafka": _kafka,
 }
 
 
@@ -193,7 +205,12 @@ def push_target(topic: Topic) -> Target | None:
                 raise ValueError(f"topic {topic.name!r}: {e}") from None
     arguments = {k: v for k, v in topic.arguments.items() if k not in COMMON_ARGUMENTS}
     if topic.label:  # an API topic, named by its ARN: brokers see the name its owner gave it
-        default = {"amqp": "amqp-routing-key", "nats": "nats-subject", "mqtt": "mqtt-topic"}
+        default = {
+            "amqp": "amqp-routing-key",
+            "nats": "nats-subject",
+            "mqtt": "mqtt-topic",
+            "kafka": "kafka-topic",
+        }
         argument = default.get(topic.kind)
         if argument is not None:
             arguments.setdefault(argument, topic.label)

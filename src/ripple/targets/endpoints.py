@@ -5,11 +5,13 @@
     nats://[user:password@]host[:port]              NATS JetStream (4222)
     mqtt[s]://[user:password@]host[:port]           MQTT (1883 / 8883)
     redis://[:password@]host[:port][/db]            Redis (6379, db 0)
+    kafka://host[:port][,host[:port]…]              Kafka bootstrap servers (9092)
     pubsub://projects/P/topics/T                    Google Pub/Sub
     snapshot://NAME                                 a snapshotter of the configuration
 
 Anything else, or a malformed one, is `ValueError` with one line saying what is wrong and
-what is accepted. The password is kept out of `repr` and of `redacted`.
+what is accepted. The password is kept out of `repr` and of `redacted`. A Kafka endpoint
+takes no user info: its credentials are the topic's `user-name` and `password` arguments.
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ from urllib.parse import SplitResult, unquote, urlsplit
 
 __all__ = ["KINDS", "Endpoint", "EndpointKind", "parse_endpoint"]
 
-EndpointKind = Literal["webhook", "pubsub", "amqp", "nats", "mqtt", "redis", "snapshot"]
+EndpointKind = Literal["webhook", "pubsub", "amqp", "nats", "mqtt", "redis", "kafka", "snapshot"]
 KINDS: dict[str, EndpointKind] = {
     "http": "webhook",
     "https": "webhook",
@@ -30,6 +32,7 @@ KINDS: dict[str, EndpointKind] = {
     "mqtt": "mqtt",
     "mqtts": "mqtt",
     "redis": "redis",
+    "kafka": "kafka",
     "pubsub": "pubsub",
     "snapshot": "snapshot",
 }
@@ -42,18 +45,21 @@ DEFAULT_PORTS = {
     "mqtt": 1883,
     "mqtts": 8883,
     "redis": 6379,
+    "kafka": 9092,
 }
 SUPPORTED = (
     "http[s]://host[:port]/path, amqp[s]://[user:password@]host[:port][/vhost], "
     "nats://host[:port], mqtt[s]://[user:password@]host[:port], "
-    "redis://[:password@]host[:port][/db], pubsub://projects/P/topics/T, snapshot://NAME"
+    "redis://[:password@]host[:port][/db], kafka://host[:port][,host[:port]…], "
+    "pubsub://projects/P/topics/T, snapshot://NAME"
 )
 
 
 @dataclass(frozen=True)
 class Endpoint:
     """A parsed push endpoint. `path` is the vhost (AMQP), the database number (Redis), the
-    topic (Pub/Sub) or the URL path (webhooks)."""
+    topic (Pub/Sub) or the URL path (webhooks). `servers` are every (host, port) a Kafka
+    endpoint lists (`host` and `port` are the first)."""
 
     uri: str = field(repr=False)
     scheme: str
@@ -62,6 +68,7 @@ class Endpoint:
     username: str | None = None
     password: str | None = field(default=None, repr=False)
     path: str = ""  # …or the snapshotter's name
+    servers: tuple[tuple[str, int], ...] = ()  # Kafka: the bootstrap servers
 
     @property
     def kind(self) -> EndpointKind:
@@ -103,6 +110,8 @@ def parse_endpoint(uri: str) -> Endpoint:
                 "snapshot://default (letters, digits, '-' and '_')"
             )
         return Endpoint(uri, scheme, path=name)
+    if scheme == "kafka":
+        return _kafka(uri, text)
     parts = urlsplit(text)
     host = parts.hostname or ""
     if not host:
@@ -130,6 +139,33 @@ def parse_endpoint(uri: str) -> Endpoint:
             f"(name the subject or topic with the {argument} argument)"
         )
     return Endpoint(uri, scheme, host, port, username, password, path)
+
+
+def _kafka(uri: str, text: str) -> Endpoint:
+    """`kafka://host[:port][,host[:port]…]`: the bootstrap servers, nothing else."""
+    rest = text[len("kafka://") :]
+    if "@" in rest:
+        raise ValueError(
+            f"endpoint {uri!r} has user info; give Kafka credentials as the topic's "
+            "user-name and password arguments"
+        )
+    servers, path = rest.partition("/")[::2]
+    if path or any(c in rest for c in "?#"):
+        raise ValueError(
+            f"endpoint {uri!r} has a path or query; kafka endpoints are "
+            "host[:port][,host[:port]…] (name the Kafka topic with the kafka-topic argument)"
+        )
+    found: list[tuple[str, int]] = []
+    for entry in servers.split(","):
+        parts = urlsplit(f"kafka://{entry.strip()}")
+        host = parts.hostname or ""
+        if not host:
+            raise ValueError(
+                f"endpoint {uri!r} has an empty server; e.g. kafka://127.0.0.1:9092,10.0.0.2"
+            )
+        found.append((host, _port(uri, parts, "kafka")))
+    host, port = found[0]
+    return Endpoint(uri, "kafka", host, port, servers=tuple(found))
 
 
 def _port(uri: str, parts: SplitResult, scheme: str) -> int:

@@ -40,6 +40,10 @@ and `check_address` checks it again before any connection. At connection time a 
 does not resolve raises `OSError` (`socket.gaierror`): a passing failure, like a refused
 connection. In dev mode nothing is resolved: `check_address` answers `[host]`.
 
+The guard also carries `topics.allow-secrets-in-cleartext` to the targets
+(`secrets_in_cleartext`): without it a target refuses to send credentials over a connection
+without TLS (the Kafka target's SASL on a plain-text listener).
+
 The `ripple` command installs the process-wide guard its settings ask for
 (`set_default_guard(settings.guard)`) before any of its commands starts, so every command
 that can reach a destination applies it; the pipeline and the gateway install theirs again
@@ -130,10 +134,15 @@ def _normal(host: str) -> str:
 class DestinationGuard:
     """Which destinations may be connected to: see the module docstring."""
 
-    def __init__(self, allow: str = "", mode: str = "dev") -> None:
+    def __init__(
+        self, allow: str = "", mode: str = "dev", *, secrets_in_cleartext: bool = False
+    ) -> None:
         if mode not in MODES:
             raise ValueError(f"mode must be one of {', '.join(MODES)}, not {mode!r}")
         self.mode = mode
+        # `topics.allow-secrets-in-cleartext`: a target may send credentials over a
+        # connection without TLS (Kafka SASL on a plain-text listener), in any mode
+        self.secrets_in_cleartext = secrets_in_cleartext
         networks: list[IPNetwork] = []
         patterns: list[str] = []
         projects: list[str] = []
@@ -161,8 +170,13 @@ class DestinationGuard:
 
     @classmethod
     def from_settings(cls, settings: Settings) -> DestinationGuard:
-        """The guard `mode` and `destinations.allow` ask for (`ValueError` if malformed)."""
-        return cls(settings.destinations_allow, settings.mode)
+        """The guard `mode`, `destinations.allow` and `topics.allow-secrets-in-cleartext`
+        ask for (`ValueError` if malformed)."""
+        return cls(
+            settings.destinations_allow,
+            settings.mode,
+            secrets_in_cleartext=settings.topics_allow_secrets_in_cleartext,
+        )
 
     @property
     def enforcing(self) -> bool:
@@ -171,7 +185,8 @@ class DestinationGuard:
 
     def __repr__(self) -> str:
         allowed = ",".join([*map(str, self.networks), *self.patterns, *self.local_sockets])
-        return f"DestinationGuard(allow={allowed!r}, mode={self.mode!r})"
+        cleartext = ", secrets_in_cleartext=True" if self.secrets_in_cleartext else ""
+        return f"DestinationGuard(allow={allowed!r}, mode={self.mode!r}{cleartext})"
 
     def allows_name(self, host: str) -> bool:
         """Whether a pattern of the allow list matches the host name."""
