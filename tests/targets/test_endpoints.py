@@ -22,11 +22,18 @@ from ripple.targets.endpoints import parse_endpoint
         ("redis://127.0.0.1", "redis", "127.0.0.1", 6379, "0"),
         ("redis://127.0.0.1:6380/3", "redis", "127.0.0.1", 6380, "3"),
         ("pubsub://projects/p/topics/t", "pubsub", "", 0, "projects/p/topics/t"),
+        ("kafka://127.0.0.1", "kafka", "127.0.0.1", 9092, ""),
     ],
 )
 def test_schemes_and_defaults(uri: str, kind: str, host: str, port: int, path: str) -> None:
     endpoint = parse_endpoint(uri)
     assert (endpoint.kind, endpoint.host, endpoint.port, endpoint.path) == (kind, host, port, path)
+
+
+def test_kafka_lists_its_bootstrap_servers() -> None:
+    endpoint = parse_endpoint("kafka://k1.example:9093,[::1],10.0.0.2:19092")
+    assert endpoint.servers == (("k1.example", 9093), ("::1", 9092), ("10.0.0.2", 19092))
+    assert (endpoint.host, endpoint.port) == ("k1.example", 9093)
 
 
 def test_amqp_credentials_default_to_guest_and_are_kept_out_of_sight() -> None:
@@ -46,7 +53,7 @@ def test_amqp_credentials_default_to_guest_and_are_kept_out_of_sight() -> None:
 @pytest.mark.parametrize(
     ("uri", "message"),
     [
-        ("kafka://127.0.0.1", "has 'kafka'; supported: http"),
+        ("kafkas://127.0.0.1", "has 'kafkas'; supported: http"),
         ("127.0.0.1:5672", "has no scheme"),
         ("amqp://", "names no host"),
         ("nats://127.0.0.1:0", "port must be a number from 1 to 65535"),

@@ -114,6 +114,10 @@ def test_from_settings_and_the_default_guard() -> None:
     assert (default.mode, default.networks, default.patterns) == ("dev", (), ())
     assert set_default_guard(guard) is default
     assert default_guard() is guard
+    assert not guard.secrets_in_cleartext
+    allowing = DestinationGuard.from_settings(Settings(topics_allow_secrets_in_cleartext=True))
+    assert allowing.secrets_in_cleartext
+    assert "secrets_in_cleartext=True" in repr(allowing)
 
 
 # what is refused ---------------------------------------------------------------------------
@@ -242,6 +246,7 @@ def test_push_target_refuses_a_destination_at_configuration_time(
         Topic("hooks", "http://127.0.0.1:9/hook"),
         Topic("rabbit", "amqp://rabbit.internal.test", {"amqp-exchange": "events"}),
         Topic("stream", "redis://[::1]:6379", {"redis-key": "events"}),
+        Topic("kafka", "kafka://kafka.example.test:9092,rabbit.internal.test:9092"),
         Topic("projects/my-team/topics/photos", "", {"endpoint": "169.254.169.254:8085"}),
     ]
     for topic in topics:
