@@ -18,6 +18,7 @@ from sqlalchemy.engine import Connection, Row
 
 from ripple.changestream.capture import capture_of
 from ripple.metabase.errors import BucketNotFound, InvalidArgument
+from ripple.metabase.lean import Lean
 from ripple.metabase.objectlock import check_deletable
 from ripple.metabase.schema import buckets, objects
 from ripple.metabase.types import (
@@ -71,6 +72,12 @@ _AT_KEY = sa.and_(
 )
 
 
+def status_in(statuses: Sequence[Status]) -> sa.ColumnElement[bool]:
+    """`status IN (…)` with the statuses written into the statement, not bound: a
+    statement built once then has no parameters but its own (`ripple.metabase.lean`)."""
+    return objects.c.status.in_([sa.literal_column(str(int(s))) for s in statuses])
+
+
 def key_parameters(loc: ObjectLocation) -> dict[str, Any]:
     return {
         "project_id": loc.project_id,
@@ -80,25 +87,28 @@ def key_parameters(loc: ObjectLocation) -> dict[str, Any]:
 
 
 @functools.cache
-def _versions_query(dialect: str, *, null: bool, lock: bool) -> sa.Select[Any]:
+def _versions_query(dialect: str, *, null: bool, lock: bool) -> Lean:
     """A key's `null` version (`null`), or its committed version `:version`."""
     status = UNVERSIONED_STATUSES if null else COMMITTED_STATUSES
-    where = sa.and_(_AT_KEY, objects.c.status.in_(status))
+    where = sa.and_(_AT_KEY, status_in(status))
     if not null:
         where = sa.and_(where, objects.c.version == sa.bindparam("version"))
     query = sa.select(objects).where(where)
-    return query.with_for_update() if lock and dialect == "postgresql" else query
+    return Lean(query.with_for_update() if lock and dialect == "postgresql" else query)
 
 
-_LATEST_COMMITTED = (
+_LATEST_COMMITTED = Lean(
     sa.select(objects)
-    .where(_AT_KEY, objects.c.status.in_(COMMITTED_STATUSES))
+    .where(_AT_KEY, status_in(COMMITTED_STATUSES))
     .order_by(objects.c.version.desc())
     .limit(1)
 )
-_NEXT_VERSION = sa.select(sa.func.max(objects.c.version)).where(_AT_KEY)
-_INSERT_OBJECTS = sa.insert(objects)
-_DELETE_VERSION = sa.delete(objects).where(_AT_KEY, objects.c.version == sa.bindparam("version"))
+_NEXT_VERSION = Lean(sa.select(sa.func.max(objects.c.version).label("top")).where(_AT_KEY))
+_INSERT_ROWS = sa.insert(objects)
+_INSERT_OBJECTS = Lean(_INSERT_ROWS)
+_DELETE_VERSION = Lean(
+    sa.delete(objects).where(_AT_KEY, objects.c.version == sa.bindparam("version"))
+)
 
 
 def object_from_row(row: Row[Any] | Mapping[str, Any]) -> Object:
@@ -155,8 +165,8 @@ def object_values(obj: Object) -> dict[str, Any]:
     }
 
 
-def bucket_from_row(row: Row[Any]) -> Bucket:
-    m = row._mapping
+def bucket_from_row(row: Row[Any] | Mapping[str, Any]) -> Bucket:
+    m = row._mapping if isinstance(row, Row) else row
     default = None
     if m["default_retention_mode"] is not None:
         default = DefaultRetention(
@@ -183,21 +193,21 @@ def get_bucket(
     existence) fixed until the transaction ends, as object writers need; `update` is for
     the writers of that configuration."""
     query = _bucket_query(conn.dialect.name, lock)
-    row = conn.execute(query, {"project_id": loc.project_id, "name": loc.bucket_name}).first()
-    if row is None:
+    found = query.rows(conn, {"project_id": loc.project_id, "name": loc.bucket_name})
+    if not found:
         raise BucketNotFound(f"bucket {loc.bucket_name!r} does not exist")
-    return bucket_from_row(row)
+    return bucket_from_row(found[0])
 
 
 @functools.cache
-def _bucket_query(dialect: str, lock: Literal["share", "update"] | None) -> sa.Select[Any]:
+def _bucket_query(dialect: str, lock: Literal["share", "update"] | None) -> Lean:
     query = sa.select(buckets).where(
         buckets.c.project_id == sa.bindparam("project_id"),
         buckets.c.name == sa.bindparam("name"),
     )
     if lock and dialect == "postgresql":
         query = query.with_for_update(read=lock == "share")
-    return query
+    return Lean(query)
 
 
 def start_key_write(conn: Connection, loc: ObjectLocation) -> Bucket:
@@ -210,10 +220,10 @@ def start_key_write(conn: Connection, loc: ObjectLocation) -> Bucket:
             "name": loc.bucket_name,
             "key_lock": _lock_id(loc, key_bytes(loc.object_key)),
         }
-        row = conn.execute(_HOLD_BUCKET_AND_KEY, parameters).first()
-        if row is None:
+        found = _HOLD_BUCKET_AND_KEY.rows(conn, parameters)
+        if not found:
             raise BucketNotFound(f"bucket {loc.bucket_name!r} does not exist")
-        bucket = bucket_from_row(row)
+        bucket = bucket_from_row(found[0])
     else:
         bucket = get_bucket(conn, loc.bucket, lock="share")
         lock_key(conn, loc)
@@ -242,8 +252,8 @@ def select_rows(
 
 def latest_committed(conn: Connection, loc: ObjectLocation) -> Object | None:
     """The key's newest committed row (object or delete marker), if any."""
-    row = conn.execute(_LATEST_COMMITTED, key_parameters(loc)).first()
-    return None if row is None else object_from_row(row)
+    found = _LATEST_COMMITTED.rows(conn, key_parameters(loc))
+    return object_from_row(found[0]) if found else None
 
 
 def exact_version(
@@ -255,7 +265,7 @@ def exact_version(
     parameters = key_parameters(loc)
     if not null:
         parameters["version"] = ref.version
-    found = (object_from_row(r) for r in conn.execute(query, parameters).all())
+    found = (object_from_row(r) for r in query.rows(conn, parameters))
     return next((r for r in found if ref.matches(r)), None)
 
 
@@ -284,13 +294,12 @@ def replace_null_version(
 ) -> tuple[list[Object], int]:
     """`remove_null_version` and the version a new row of the key takes (one above every
     version the key has had until now, the removed one included): what a write that adds a
-    version does, its reads in one statement (`_KEY_STATE`)."""
+    version does, its reads in one statement (`_key_state`)."""
     if bucket.versioning is Versioning.ENABLED:
         return [], next_version(conn, loc)
-    row = conn.execute(_key_state(conn.dialect.name), key_parameters(loc)).first()
-    assert row is not None  # an aggregate's one row
-    top = int(row.top or 0)
-    if row.project_id is None:
+    (row,) = _key_state(conn.dialect.name).rows(conn, key_parameters(loc))  # one: a max()
+    top = int(row["top"] or 0)
+    if row["project_id"] is None:
         return [], top + 1
     old = object_from_row(row)
     check_deletable(old, now, bypass=bypass)
@@ -299,22 +308,22 @@ def replace_null_version(
 
 
 @functools.cache
-def _key_state(dialect: str) -> sa.Select[Any]:
+def _key_state(dialect: str) -> Lean:
     """The key's highest version (`top`: NULL when it has none) beside its `null` version's
     columns (NULL when it has none), the row locked on PostgreSQL."""
     top = sa.select(sa.func.max(objects.c.version).label("top")).where(_AT_KEY).subquery("top")
-    null = sa.select(objects).where(_AT_KEY, objects.c.status.in_(UNVERSIONED_STATUSES))
+    null = sa.select(objects).where(_AT_KEY, status_in(UNVERSIONED_STATUSES))
     if dialect == "postgresql":  # FOR UPDATE may not lock an outer join's nullable side
         held = null.with_for_update().lateral("held")
-        return sa.select(top.c.top, held).select_from(top.outerjoin(held, sa.true()))
-    on = sa.and_(_AT_KEY, objects.c.status.in_(UNVERSIONED_STATUSES))
-    return sa.select(top.c.top, objects).select_from(top.outerjoin(objects, on))
+        return Lean(sa.select(top.c.top, held).select_from(top.outerjoin(held, sa.true())))
+    on = sa.and_(_AT_KEY, status_in(UNVERSIONED_STATUSES))
+    return Lean(sa.select(top.c.top, objects).select_from(top.outerjoin(objects, on)))
 
 
 def next_version(conn: Connection, loc: ObjectLocation) -> int:
     """One above every version the key has, pending uploads included."""
-    top = conn.execute(_NEXT_VERSION, key_parameters(loc)).scalar()
-    return int(top or 0) + 1
+    (row,) = _NEXT_VERSION.rows(conn, key_parameters(loc))  # one: a max()
+    return int(row["top"] or 0) + 1
 
 
 def _mod_row(obj: Object) -> tuple[dict[str, Any], tuple[Any, ...]]:
@@ -329,7 +338,10 @@ def insert_rows(conn: Connection, rows: Sequence[Object]) -> None:
     """Insert the given rows in one statement, and record them in the change stream."""
     if not rows:
         return
-    conn.execute(_INSERT_OBJECTS, [object_values(r) for r in rows])
+    if len(rows) == 1:  # a write's one row: built once
+        _INSERT_OBJECTS.run(conn, object_values(rows[0]))
+    else:
+        conn.execute(_INSERT_ROWS, [object_values(r) for r in rows])
     capture = capture_of(conn)
     for row in rows:
         capture.insert("objects", *_mod_row(row))
@@ -359,7 +371,7 @@ def delete_rows(conn: Connection, rows: Sequence[Object]) -> None:
         r.project_id == first.project_id and r.bucket_name == first.bucket_name for r in rows
     )
     if len(rows) == 1:  # the version a write replaces, a single delete: built once
-        conn.execute(_DELETE_VERSION, {**key_parameters(first.location), "version": first.version})
+        _DELETE_VERSION.run(conn, {**key_parameters(first.location), "version": first.version})
     else:
         conn.execute(
             sa.delete(objects).where(
@@ -430,9 +442,13 @@ _HELD_BUCKET = (
 # The bucket's row held (FOR SHARE), then the key's advisory lock: a subquery with a
 # locking clause is never merged into its parent, so its row is locked before the outer
 # select calls the lock function, and only when the bucket exists.
-_HOLD_BUCKET_AND_KEY = sa.select(
-    _HELD_BUCKET,
-    sa.func.pg_advisory_xact_lock(sa.bindparam("key_lock", type_=sa.BigInteger)).label("key_lock"),
+_HOLD_BUCKET_AND_KEY = Lean(
+    sa.select(
+        _HELD_BUCKET,
+        sa.func.pg_advisory_xact_lock(sa.bindparam("key_lock", type_=sa.BigInteger)).label(
+            "key_lock"
+        ),
+    )
 )
 
 _LOCK_KEYS = sa.text("SELECT pg_advisory_xact_lock(id) FROM unnest(:ids) AS t(id)").bindparams(
