@@ -1,0 +1,143 @@
+"""Benchmark: the metabase's CPU per PutObject and GetObject, in this process, without HTTP.
+
+On a fresh metabase (SQLite in a temporary directory; PostgreSQL: a database
+`ripple_bench_<random>` created for the run and dropped at its end), one bucket with eventing
+(every PUT writes its change record): `--ops` `put_object` calls (4 KiB, data placed
+elsewhere: only the commit) over `--keys` keys, so most replace the key's version, then as
+many `get_object` calls; after `--warmup` of each. Reported per operation: CPU of this
+process (`time.process_time`: the client side, what a gateway pays) and wall time; on
+PostgreSQL also the server's CPU (its processes' /proc times: it must run on this machine).
+Baseline, same run: an empty write transaction (`db.write()` running `SELECT 1`), the
+floor every write pays.
+
+The last line is one JSON object: {"sqlite": {"put_cpu_ms", "get_cpu_ms",
+"empty_write_cpu_ms", "put_wall_ms", …}, "postgresql": {…}}
+
+    PYTHONPATH=src .venv/bin/python bench/metabase_ops.py [--ops 3000] [--keys 500]
+        [--warmup 300] [--databases sqlite,postgresql]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import tempfile
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import sqlalchemy as sa
+
+from ripple.metabase import (
+    BucketLocation,
+    Metabase,
+    ObjectLocation,
+    create_bucket,
+    create_project,
+    get_object,
+)
+from ripple.metabase.migrate import upgrade
+from ripple.metabase.put_object import put_object
+
+ADMIN_URL = "postgresql+psycopg://postgres@127.0.0.1:5432/postgres"
+
+
+def server_cpu_s() -> float:
+    """CPU seconds of every postgres process on this machine (exited backends left out)."""
+    tick = os.sysconf("SC_CLK_TCK")
+    total = 0
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            if (entry / "comm").read_text().strip() not in ("postgres", "postmaster"):
+                continue
+            fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        total += int(fields[11]) + int(fields[12])
+    return total / tick
+
+
+@contextmanager
+def metabase(kind: str) -> Iterator[Metabase]:
+    if kind == "sqlite":
+        with tempfile.TemporaryDirectory() as directory:
+            db = Metabase(f"sqlite:///{directory}/metabase.db")
+            yield db
+            db.dispose()
+        return
+    name = f"ripple_bench_{uuid.uuid4().hex[:12]}"
+    admin = sa.create_engine(ADMIN_URL, isolation_level="AUTOCOMMIT")
+    with admin.connect() as conn:
+        conn.exec_driver_sql(f"CREATE DATABASE {name}")
+    try:
+        db = Metabase(f"postgresql://postgres@127.0.0.1:5432/{name}")
+        yield db
+        db.dispose()
+    finally:
+        with admin.connect() as conn:
+            conn.exec_driver_sql(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
+        admin.dispose()
+
+
+def measure(kind: str, n: int, step: Callable[[int], object]) -> dict[str, float]:
+    server = server_cpu_s() if kind == "postgresql" else 0.0
+    cpu, wall = time.process_time(), time.perf_counter()
+    for i in range(n):
+        step(i)
+    found = {
+        "cpu_ms": (time.process_time() - cpu) / n * 1000,
+        "wall_ms": (time.perf_counter() - wall) / n * 1000,
+    }
+    if kind == "postgresql":
+        found["server_cpu_ms"] = (server_cpu_s() - server) / n * 1000
+    return {k: round(v, 3) for k, v in found.items()}
+
+
+def run(kind: str, ops: int, keys: int, warmup: int) -> dict[str, float]:
+    with metabase(kind) as db:
+        upgrade(db)
+        project = create_project(db, "bench")
+        bucket = BucketLocation(project.id, "bench-bucket")
+        create_bucket(db, bucket)
+        db.eventing = lambda _project, _bucket: True
+
+        def put(i: int) -> None:
+            loc = ObjectLocation(project.id, bucket.bucket_name, f"key-{i % keys:05}")
+            put_object(db, loc, stream_id=uuid.uuid4(), size=4096, etag="0" * 32)
+
+        def get(i: int) -> None:
+            get_object(db, ObjectLocation(project.id, bucket.bucket_name, f"key-{i % keys:05}"))
+
+        def empty_write(_: int) -> None:
+            with db.write() as conn:
+                conn.exec_driver_sql("SELECT 1")
+
+        figures: dict[str, float] = {}
+        for name, step in (("put", put), ("get", get), ("empty_write", empty_write)):
+            measure(kind, warmup, step)
+            for figure, value in measure(kind, ops, step).items():
+                figures[f"{name}_{figure}"] = value
+        return figures
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--ops", type=int, default=3000)
+    parser.add_argument("--keys", type=int, default=500)
+    parser.add_argument("--warmup", type=int, default=300)
+    parser.add_argument("--databases", default="sqlite,postgresql")
+    args = parser.parse_args()
+    results = {}
+    for kind in args.databases.split(","):
+        results[kind] = run(kind, args.ops, args.keys, args.warmup)
+        print(kind, " ".join(f"{k}={v}" for k, v in results[kind].items()), flush=True)
+    print(json.dumps(results))
+
+
+if __name__ == "__main__":
+    main()
