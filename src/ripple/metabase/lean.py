@@ -36,7 +36,7 @@ class _Compiled:
     defaults: Mapping[str, Any]  # the values the statement binds itself (a LIMIT's)
     binds: Mapping[str, Processor]  # bind name -> its type's conversion
     columns: tuple[str, ...]  # result column names
-    results: tuple[Processor | None, ...]  # each column's conversion
+    results: tuple[tuple[str, Processor], ...]  # the columns that need a conversion
 
 
 class Lean:
@@ -55,15 +55,13 @@ class Lean:
             fetched = cursor.fetchall()
         finally:
             cursor.close()
-        names, results = compiled.columns, compiled.results
-        if any(p is not None for p in results):
-            fetched = [
-                tuple(
-                    v if p is None or v is None else p(v) for v, p in zip(row, results, strict=True)
-                )
-                for row in fetched
-            ]
-        return [dict(zip(names, row, strict=True)) for row in fetched]
+        found = [dict(zip(compiled.columns, row, strict=True)) for row in fetched]
+        for row in found:
+            for name, process in compiled.results:
+                value = row[name]
+                if value is not None:
+                    row[name] = process(value)
+        return found
 
     def run(self, conn: Connection, parameters: Mapping[str, Any]) -> int:
         """Execute it for its effect; the number of rows it changed."""
@@ -113,11 +111,11 @@ def _compile(statement: ClauseElement, dialect: Dialect) -> _Compiled:
             binds[name] = process
     defaults = {name: b.value for name, b in compiled.binds.items() if not b.required}
     columns: tuple[str, ...] = ()
-    results: tuple[Processor | None, ...] = ()
+    results: list[tuple[str, Processor]] = []
     if isinstance(statement, sa.Select):
-        selected = list(statement.selected_columns)
-        columns = tuple(str(c.key) for c in selected)
-        results = tuple(
-            c.type.dialect_impl(dialect).result_processor(dialect, None) for c in selected
-        )
-    return _Compiled(compiled.string, positional, defaults, binds, columns, results)
+        for column in statement.selected_columns:
+            columns += (str(column.key),)
+            process = column.type.dialect_impl(dialect).result_processor(dialect, None)
+            if process is not None:
+                results.append((str(column.key), process))
+    return _Compiled(compiled.string, positional, defaults, binds, columns, tuple(results))
