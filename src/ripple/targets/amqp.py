@@ -740,11 +740,7 @@ def _connections(value: str) -> int:
 
 def _object_hash(delivery: Delivery) -> int:
     """The same number for every event of one object: which connection publishes it."""
-    a = delivery.attributes
-    bucket, key = a.get("bucket"), a.get("key")
-    if bucket is None or key is None:
-        bucket, key = delivery.bucket, delivery.key
-    return zlib.crc32(f"{bucket}/{key}".encode())
+    return zlib.crc32(delivery.object_path.encode())
 
 
 def from_arguments(name: str, endpoint: Endpoint | str, arguments: Mapping[str, str]) -> AmqpTarget:

@@ -102,6 +102,17 @@ class Delivery:
             return ""  # a test event
         return str(self.event["s3"]["object"]["key"])
 
+    @property
+    def object_path(self) -> str:
+        """`<bucket>/<key>`, the same for every event of one object: what a target that
+        keeps an object's events together (a partition, a connection) keys them by. From
+        the attributes when they name both, else from the event."""
+        a = self.attributes
+        bucket, key = a.get("bucket"), a.get("key")
+        if bucket is None or key is None:
+            bucket, key = self.bucket, self.key
+        return f"{bucket}/{key}"
+
 
 def _plain(value: Any) -> Any:
     """orjson's fallback for mappings that are not dicts."""

@@ -148,11 +148,7 @@ class KafkaConfig:
 
 def record_key(delivery: Delivery) -> bytes:
     """`<bucket>/<key>`: every event of one object has the same record key."""
-    a = delivery.attributes
-    bucket, key = a.get("bucket"), a.get("key")
-    if bucket is None or key is None:
-        bucket, key = delivery.bucket, delivery.key
-    return f"{bucket}/{key}".encode()
+    return delivery.object_path.encode()
 
 
 def headers(delivery: Delivery) -> list[tuple[str, str | bytes | None]]:
