@@ -44,7 +44,7 @@ class Lean:
 
     def __init__(self, statement: ClauseElement) -> None:
         self.statement = statement
-        self._compiled: dict[str, _Compiled] = {}
+        self._compiled: dict[tuple[str, str], _Compiled] = {}
         self._lock = threading.Lock()
 
     def rows(self, conn: Connection, parameters: Mapping[str, Any]) -> list[dict[str, Any]]:
@@ -92,11 +92,12 @@ class Lean:
         return cursor
 
     def _of(self, dialect: Dialect) -> _Compiled:
-        found = self._compiled.get(dialect.name)
+        which = (dialect.name, dialect.driver)  # the SQL and its parameter style
+        found = self._compiled.get(which)
         if found is None:
             with self._lock:
-                found = self._compiled.get(dialect.name) or _compile(self.statement, dialect)
-                self._compiled[dialect.name] = found
+                found = self._compiled.get(which) or _compile(self.statement, dialect)
+                self._compiled[which] = found
         return found
 
 
