@@ -77,7 +77,7 @@ from pika.exceptions import (
     ProbableAuthenticationError,
 )
 
-from ripple.targets.arguments import flag, positive, whole
+from ripple.targets.arguments import choice, flag, positive, whole
 from ripple.targets.base import OK, Delivery, Outcome, Result, one_line
 from ripple.targets.endpoints import Endpoint, parse_endpoint
 from ripple.targets.guard import DestinationRefused, default_guard
@@ -762,12 +762,7 @@ def from_arguments(name: str, endpoint: Endpoint | str, arguments: Mapping[str, 
                 "argument 'amqp-exchange' is mandatory: the name of an existing exchange "
                 "(ripple does not declare it)"
             )
-        level = arguments.get("amqp-ack-level", "broker").strip().lower()
-        if level not in ACK_LEVELS:
-            raise ValueError(
-                f"argument 'amqp-ack-level' must be one of {', '.join(ACK_LEVELS)}, "
-                f"not {arguments['amqp-ack-level']!r}"
-            )
+        level = choice("amqp-ack-level", arguments.get("amqp-ack-level", "broker"), ACK_LEVELS)
         ack_level: AckLevel = (
             "none" if level == "none" else "routable" if level == "routable" else "broker"
         )

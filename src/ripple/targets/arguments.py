@@ -1,9 +1,11 @@
-"""Parsing a destination's string arguments (topic attributes): flags and positive numbers,
+"""Parsing a destination's string arguments (topic attributes): flags, choices and positive numbers,
 each failure a `ValueError` that names the argument."""
 
 from __future__ import annotations
 
-__all__ = ["flag", "positive", "whole"]
+from collections.abc import Callable, Sequence
+
+__all__ = ["choice", "flag", "positive", "whole"]
 
 _TRUE = {"true", "yes", "1", "on"}
 _FALSE = {"false", "no", "0", "off"}
@@ -15,6 +17,16 @@ def flag(arg: str, value: str) -> bool:
     if text not in _TRUE | _FALSE:
         raise ValueError(f"argument {arg!r} must be true or false, not {value!r}")
     return text in _TRUE
+
+
+def choice(
+    arg: str, value: str, allowed: Sequence[str], fold: Callable[[str], str] = str.lower
+) -> str:
+    """One of `allowed`, compared stripped and case-folded by `fold`; the folded value."""
+    text = fold(value.strip())
+    if text not in allowed:
+        raise ValueError(f"argument {arg!r} must be one of {', '.join(allowed)}, not {value!r}")
+    return text
 
 
 def positive(arg: str, value: str, what: str = "a number of seconds") -> float:

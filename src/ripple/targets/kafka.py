@@ -41,7 +41,7 @@ from typing import Any, Literal, cast, get_args
 
 from confluent_kafka import KafkaError, KafkaException, Producer
 
-from ripple.targets.arguments import flag, positive
+from ripple.targets.arguments import choice, flag, positive
 from ripple.targets.base import OK, Delivery, Outcome, Result, one_line
 from ripple.targets.endpoints import Endpoint
 from ripple.targets.guard import DestinationGuard, DestinationRefused, default_guard
@@ -387,12 +387,7 @@ def _config(
             f"{what} is not a Kafka topic name (1 to 249 of A-Z a-z 0-9 . _ -); "
             "set the argument 'kafka-topic'"
         )
-    level = arguments.get("kafka-ack-level", "broker").strip().lower()
-    if level not in ACK_LEVELS:
-        raise ValueError(
-            f"argument 'kafka-ack-level' must be one of {', '.join(ACK_LEVELS)}, "
-            f"not {arguments['kafka-ack-level']!r}"
-        )
+    level = choice("kafka-ack-level", arguments.get("kafka-ack-level", "broker"), ACK_LEVELS)
     use_ssl = flag("use-ssl", arguments["use-ssl"]) if "use-ssl" in arguments else False
     tls_only = [a for a in ("verify-ssl", "ca-location") if a in arguments]
     if tls_only and not use_ssl:
@@ -404,10 +399,8 @@ def _config(
     mechanism = arguments.get(mechanism_arg)
     if mechanism is not None and user is None:
         raise ValueError(f"argument {mechanism_arg!r} needs 'user-name' and 'password'")
-    if mechanism is not None and mechanism.strip().upper() not in MECHANISMS:
-        raise ValueError(
-            f"argument {mechanism_arg!r} must be one of {', '.join(MECHANISMS)}, not {mechanism!r}"
-        )
+    if mechanism is not None:
+        mechanism = choice(mechanism_arg, mechanism, MECHANISMS, fold=str.upper)
     if password is not None and not use_ssl and not guard.secrets_in_cleartext:
         raise ValueError(
             "argument 'password' without use-ssl=true would travel in cleartext; use TLS "
@@ -422,7 +415,7 @@ def _config(
         if "verify-ssl" in arguments
         else True,
         ca_location=arguments.get("ca-location") or None,
-        sasl_mechanism=cast(Mechanism, mechanism.strip().upper()) if mechanism else None,
+        sasl_mechanism=cast(Mechanism, mechanism) if mechanism else None,
         username=user,
         password=password,
         timeout_s=positive("timeout", arguments["timeout"]) if "timeout" in arguments else 10.0,
