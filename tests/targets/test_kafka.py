@@ -30,7 +30,7 @@ from ripple.notifications.topics import Topic
 from ripple.pipeline.deliver import Deliverer
 from ripple.pipeline.queue import RetryQueue
 from ripple.targets import destinations
-from ripple.targets.base import OK, Delivery, Outcome
+from ripple.targets.base import OK, Delivery, Outcome, Result
 from ripple.targets.endpoints import parse_endpoint
 from ripple.targets.kafka import KafkaTarget, from_arguments
 from ripple.targets.retry import RetryPolicy
@@ -349,6 +349,17 @@ def test_a_stopped_broker_is_retry_within_the_timeout(tansu_factory: MakeTansu) 
 # the destination guard -------------------------------------------------------------------------
 
 
+def refused(target: KafkaTarget) -> list[Result]:
+    """The results of one batch of two through a target the guard refuses: both permanent."""
+    target.open()
+    try:
+        results = target.publish(deliveries(2))
+    finally:
+        target.close()
+    assert {r.outcome for r in results} == {Outcome.PERMANENT}
+    return results
+
+
 def test_the_guard_refuses_bootstrap_servers(use: Use, kafka: Tansu) -> None:
     use()  # production, nothing allowed: loopback is refused
     for endpoint in (kafka.url, f"kafka://192.0.2.1:9092,{kafka.bootstrap}"):
@@ -363,12 +374,7 @@ def test_the_guard_refuses_bootstrap_servers(use: Use, kafka: Tansu) -> None:
     use("", "dev")
     target = from_arguments(fresh_name(), parse_endpoint(kafka.url), {"timeout": "2"})
     use()
-    target.open()
-    try:
-        results = target.publish(deliveries(2))
-    finally:
-        target.close()
-    assert {r.outcome for r in results} == {Outcome.PERMANENT}
+    results = refused(target)
     assert "destination 127.0.0.1 is a loopback address, refused" in (results[0].error or "")
     admin = AdminClient({"bootstrap.servers": kafka.bootstrap, "logger": quiet})
     assert target.name not in admin.list_topics(timeout=10).topics
@@ -381,12 +387,7 @@ def test_the_guard_refuses_a_broker_the_cluster_advertises(
     elsewhere = tansu_factory(advertised="127.0.0.2")
     use("127.0.0.1/32")
     target = from_arguments(fresh_name(), parse_endpoint(elsewhere.url), {"timeout": "2"})
-    target.open()
-    try:
-        results = target.publish(deliveries(2))
-    finally:
-        target.close()
-    assert {r.outcome for r in results} == {Outcome.PERMANENT}
+    results = refused(target)
     error = results[0].error or ""
     assert f"that {elsewhere.url} topic {target.name!r} advertises" in error
     assert "destination 127.0.0.2 is a loopback address, refused" in error
