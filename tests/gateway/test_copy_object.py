@@ -15,6 +15,7 @@ from botocore.exceptions import ClientError
 from ripple.gateway import copy_object as copy_object_module
 from ripple.identity.users import create_key
 from tests.gateway.conftest import Running
+from tests.gateway.wire import FILE_SIZE
 
 
 def _code(info: pytest.ExceptionInfo[ClientError]) -> str:
@@ -40,7 +41,7 @@ def buckets(s3: Any) -> Any:
     return s3
 
 
-@pytest.mark.parametrize("size", [10, 64 * 1024], ids=["inline", "file"])
+@pytest.mark.parametrize("size", [10, FILE_SIZE], ids=["inline", "file"])
 def test_copy_keeps_data_and_metadata(buckets: Any, gateway: Running, size: int) -> None:
     s3 = buckets
     data = os.urandom(size)
@@ -177,9 +178,9 @@ def test_copy_onto_itself(buckets: Any) -> None:
 
 def test_overwritten_versions_data_is_freed(buckets: Any, gateway: Running) -> None:
     s3 = buckets
-    s3.put_object(Bucket="src", Key="a", Body=os.urandom(8192))
+    s3.put_object(Bucket="src", Key="a", Body=os.urandom(FILE_SIZE))
     [source_file] = _object_files(gateway)
-    s3.put_object(Bucket="dst", Key="b", Body=os.urandom(8192))
+    s3.put_object(Bucket="dst", Key="b", Body=os.urandom(FILE_SIZE))
     [replaced] = set(_object_files(gateway)) - {source_file}
     s3.copy_object(Bucket="dst", Key="b", CopySource="src/a")
     after = _object_files(gateway)
@@ -197,7 +198,7 @@ def test_self_copy_in_an_unversioned_bucket_frees_the_old_file(
     buckets: Any, gateway: Running
 ) -> None:
     s3 = buckets
-    data = os.urandom(8192)
+    data = os.urandom(FILE_SIZE)
     s3.put_object(Bucket="src", Key="a", Body=data)
     before = _object_files(gateway)
     s3.copy_object(Bucket="src", Key="a", CopySource="src/a", MetadataDirective="REPLACE")
@@ -294,7 +295,7 @@ def test_source_replaced_during_the_copy(
     """The `null` version replaced between the look-up and the commit: the metabase refuses
     the stale copy and the gateway copies the new version, data and metadata alike."""
     s3 = buckets
-    old, new = os.urandom(4096), os.urandom(5000)
+    old, new = os.urandom(FILE_SIZE), os.urandom(FILE_SIZE + 1000)
     s3.put_object(Bucket="src", Key="a", Body=old)
     other = gateway.client()
     _during_copy(monkeypatch, after=lambda: other.put_object(Bucket="src", Key="a", Body=new))
@@ -310,7 +311,7 @@ def test_a_versioned_source_cannot_change_under_the_copy(
 ) -> None:
     s3.create_bucket(Bucket="ver")
     s3.put_bucket_versioning(Bucket="ver", VersioningConfiguration={"Status": "Enabled"})
-    old, new = os.urandom(4096), os.urandom(5000)
+    old, new = os.urandom(FILE_SIZE), os.urandom(FILE_SIZE + 1000)
     first = s3.put_object(Bucket="ver", Key="a", Body=old)["VersionId"]
     other = gateway.client()
     _during_copy(monkeypatch, after=lambda: other.put_object(Bucket="ver", Key="a", Body=new))
@@ -324,7 +325,7 @@ def test_source_deleted_during_the_copy(
     buckets: Any, gateway: Running, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     s3 = buckets
-    s3.put_object(Bucket="src", Key="a", Body=os.urandom(4096))
+    s3.put_object(Bucket="src", Key="a", Body=os.urandom(FILE_SIZE))
     other = gateway.client()
     _during_copy(monkeypatch, before=lambda: other.delete_object(Bucket="src", Key="a"))
     with pytest.raises(ClientError) as info:

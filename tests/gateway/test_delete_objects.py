@@ -21,7 +21,7 @@ from ripple.identity import create_key
 from ripple.metabase import delete_objects
 from tests.gateway.conftest import Running, wait_for
 from tests.gateway.test_listing import seed
-from tests.gateway.wire import error_code, raw_request
+from tests.gateway.wire import FILE_SIZE, error_code, raw_request
 
 NS = "{http://s3.amazonaws.com/doc/2006-03-01/}"
 
@@ -365,7 +365,7 @@ def test_a_bulk_request_takes_one_rate_limit_token(gateway: Running, s3: Any) ->
 
 def test_the_data_of_deleted_objects_is_removed(gateway: Running, s3: Any) -> None:
     versioned(s3, "files")
-    body = b"x" * 4096  # over the inline limit: stored as a file
+    body = b"x" * FILE_SIZE  # over the inline limit: stored as a file
     before = data_files(gateway)
     puts = {key: s3.put_object(Bucket="files", Key=key, Body=body) for key in ("a", "b", "c")}
     written = data_files(gateway) - before

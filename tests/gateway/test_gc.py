@@ -15,6 +15,7 @@ from botocore.exceptions import ClientError
 from ripple.gateway import data as data_module
 from ripple.gateway.gc import collect
 from tests.gateway.test_objects import data_files
+from tests.gateway.wire import FILE_SIZE
 
 
 def age(path: Path, seconds: float = 7200) -> None:
@@ -29,7 +30,7 @@ def test_collect_removes_only_what_no_row_needs(s3: Any, gateway: Any) -> None:
     services = gateway.services
     data = services.data
     s3.create_bucket(Bucket="bkt")
-    s3.put_object(Bucket="bkt", Key="kept", Body=b"k" * 5000)
+    s3.put_object(Bucket="bkt", Key="kept", Body=b"k" * FILE_SIZE)
     (kept,) = data_files(gateway.data_dir)
     # an upload in progress, with one part
     upload = s3.create_multipart_upload(Bucket="bkt", Key="pending")["UploadId"]
@@ -70,7 +71,7 @@ def test_collect_removes_only_what_no_row_needs(s3: Any, gateway: Any) -> None:
     assert young_orphan.exists()
     assert kept.exists()
     assert (data.parts / uuid.UUID(hex=upload).hex).exists()
-    assert s3.get_object(Bucket="bkt", Key="kept")["Body"].read() == b"k" * 5000
+    assert s3.get_object(Bucket="bkt", Key="kept")["Body"].read() == b"k" * FILE_SIZE
     assert s3.get_object(Bucket="bkt", Key="done")["Body"].read() == b"d" * 10
     parts = s3.list_parts(Bucket="bkt", Key="pending", UploadId=upload)["Parts"]
     assert [p["PartNumber"] for p in parts] == [1]
@@ -98,14 +99,14 @@ def test_new_data_not_committed_within_its_window_is_refused_and_removed(
     took the file: PutObject, CopyObject and CompleteMultipartUpload refuse it instead
     (503 SlowDown, try again), and keep neither the file nor a row."""
     s3.create_bucket(Bucket="bkt")
-    s3.put_object(Bucket="bkt", Key="source", Body=b"s" * 5000)
+    s3.put_object(Bucket="bkt", Key="source", Body=b"s" * FILE_SIZE)
     upload = s3.create_multipart_upload(Bucket="bkt", Key="parts")["UploadId"]
     part = s3.upload_part(Bucket="bkt", Key="parts", UploadId=upload, PartNumber=1, Body=b"p" * 9)
     data = gateway.services.data
     before = set(data.stored())
     monkeypatch.setattr(data_module, "COMMIT_WINDOW_S", -1.0)  # every commit is too late
     calls = [
-        lambda: s3.put_object(Bucket="bkt", Key="put", Body=b"x" * 5000),
+        lambda: s3.put_object(Bucket="bkt", Key="put", Body=b"x" * FILE_SIZE),
         lambda: s3.copy_object(Bucket="bkt", Key="copy", CopySource="bkt/source"),
         lambda: s3.complete_multipart_upload(
             Bucket="bkt",

@@ -22,7 +22,7 @@ from boto3.s3.transfer import TransferConfig
 from botocore.exceptions import ClientError
 
 from tests.gateway.conftest import Running
-from tests.gateway.wire import error_code, put_held_midway, raw_request
+from tests.gateway.wire import FILE_SIZE, error_code, put_held_midway, raw_request
 
 MiB = 1024 * 1024
 
@@ -139,7 +139,7 @@ def test_completing_over_an_object_frees_its_data(
     s3: Any, gateway: Running, three: list[bytes]
 ) -> None:
     s3.create_bucket(Bucket="bkt")
-    s3.put_object(Bucket="bkt", Key="k", Body=os.urandom(4096))  # stored as a file
+    s3.put_object(Bucket="bkt", Key="k", Body=os.urandom(FILE_SIZE))  # stored as a file
     files = _object_files(gateway)
     assert len(files) == 1
     upload_id = _upload(s3, "bkt", "k", three)

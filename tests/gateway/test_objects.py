@@ -17,8 +17,9 @@ from botocore.exceptions import ClientError
 
 from ripple.metabase import ObjectLocation, get_object
 from tests.gateway.test_buckets import code_of, status_of
-from tests.gateway.wire import error_code, raw_request
+from tests.gateway.wire import FILE_SIZE, error_code, raw_request
 
+INLINE_LIMIT = 64 * 1024  # objects up to this size are kept in their metabase row (docs)
 KEYS = ["plain.txt", "a b/c d.txt", "plus+and%percent", "ünïcödé/日本", "~tilde/!$&'()*,;=:@"]
 
 
@@ -28,7 +29,7 @@ def data_files(root: Path) -> list[Path]:
     return [p for p in objects.rglob("*") if p.is_file() and p.parts[-4] == "objects"]
 
 
-@pytest.mark.parametrize("size", [0, 5, 1024, 1025, 300_000])
+@pytest.mark.parametrize("size", [0, 5, 1025, 4096, INLINE_LIMIT, INLINE_LIMIT + 1, 300_000])
 def test_round_trip_sizes(s3: Any, gateway: Any, size: int) -> None:
     s3.create_bucket(Bucket="bkt")
     body = bytes(range(256)) * (size // 256) + bytes(size % 256)
@@ -37,8 +38,8 @@ def test_round_trip_sizes(s3: Any, gateway: Any, size: int) -> None:
     got = s3.get_object(Bucket="bkt", Key="k")
     assert got["Body"].read() == body
     assert got["ContentLength"] == size
-    # bigger than the inline limit: one data file holds it
-    assert len(data_files(gateway.data_dir)) == (1 if size > 1024 else 0)
+    # up to the inline limit (64 KiB) in the metabase row; bigger: one data file holds it
+    assert len(data_files(gateway.data_dir)) == (1 if size > INLINE_LIMIT else 0)
 
 
 @pytest.mark.parametrize("key", KEYS)
@@ -145,7 +146,7 @@ def test_content_encoding_is_kept_as_sent_but_aws_chunked(s3: Any, sent: str, ke
 
 def test_content_md5(s3: Any, gateway: Any) -> None:
     s3.create_bucket(Bucket="bkt")
-    body = b"y" * 5000
+    body = b"y" * FILE_SIZE
     good = base64.b64encode(hashlib.md5(body).digest()).decode()
     s3.put_object(Bucket="bkt", Key="ok", Body=body, ContentMD5=good)
     wrong = base64.b64encode(hashlib.md5(b"other").digest()).decode()
@@ -266,9 +267,9 @@ def test_response_header_overrides(s3: Any) -> None:
 
 def test_overwrite_frees_the_old_data(s3: Any, gateway: Any) -> None:
     s3.create_bucket(Bucket="bkt")
-    s3.put_object(Bucket="bkt", Key="k", Body=b"a" * 5000)
+    s3.put_object(Bucket="bkt", Key="k", Body=b"a" * FILE_SIZE)
     first = data_files(gateway.data_dir)
-    s3.put_object(Bucket="bkt", Key="k", Body=b"b" * 5000)
+    s3.put_object(Bucket="bkt", Key="k", Body=b"b" * FILE_SIZE)
     second = data_files(gateway.data_dir)
     assert len(first) == len(second) == 1
     assert first != second
@@ -386,9 +387,9 @@ def test_keys_never_name_paths(s3: Any, gateway: Any) -> None:
     """Data is stored under its stream id: a key full of `..` stays inside objects/."""
     s3.create_bucket(Bucket="bkt")
     key = "../../../../escape/../x"
-    s3.put_object(Bucket="bkt", Key=key, Body=b"e" * 5000)
+    s3.put_object(Bucket="bkt", Key=key, Body=b"e" * FILE_SIZE)
     (stored,) = data_files(gateway.data_dir)
     objects_dir = (gateway.data_dir / "objects").resolve()
     assert stored.resolve().is_relative_to(objects_dir)
     assert "escape" not in str(stored)
-    assert s3.get_object(Bucket="bkt", Key=key)["Body"].read() == b"e" * 5000
+    assert s3.get_object(Bucket="bkt", Key=key)["Body"].read() == b"e" * FILE_SIZE

@@ -17,6 +17,7 @@ from botocore.exceptions import ClientError
 
 from ripple.identity.users import create_key
 from tests.gateway.conftest import Running
+from tests.gateway.wire import FILE_SIZE
 
 BUCKET = "photos"
 
@@ -58,7 +59,7 @@ def bucket(s3: Any) -> Any:
 
 def test_rename_keeps_the_data_file_and_metadata(bucket: Any, gateway: Running) -> None:
     s3 = bucket
-    data = os.urandom(8192)
+    data = os.urandom(FILE_SIZE)
     s3.put_object(
         Bucket=BUCKET,
         Key="in/a.bin",
@@ -100,9 +101,9 @@ def test_the_source_forms(bucket: Any) -> None:
 
 def test_overwriting_a_destination_frees_its_data(bucket: Any, gateway: Running) -> None:
     s3 = bucket
-    s3.put_object(Bucket=BUCKET, Key="a", Body=os.urandom(4096))
+    s3.put_object(Bucket=BUCKET, Key="a", Body=os.urandom(FILE_SIZE))
     [source_file] = _files(gateway)
-    s3.put_object(Bucket=BUCKET, Key="b", Body=os.urandom(4096))
+    s3.put_object(Bucket=BUCKET, Key="b", Body=os.urandom(FILE_SIZE))
     s3.rename_object(Bucket=BUCKET, Key="b", RenameSource=f"{BUCKET}/a")
     assert _files(gateway) == [source_file]
     assert _keys(s3) == ["b"]
@@ -203,7 +204,7 @@ def test_restricted_keys_need_delete_on_the_source(gateway: Running) -> None:
 
 def test_prefix_rename(bucket: Any, gateway: Running) -> None:
     s3 = bucket
-    big = os.urandom(4096)
+    big = os.urandom(FILE_SIZE)
     s3.put_object(Bucket=BUCKET, Key="logs/2026/a", Body=b"aaa")
     s3.put_object(Bucket=BUCKET, Key="logs/2026/deep/b", Body=big)
     s3.put_object(Bucket=BUCKET, Key="logs/2027/c", Body=b"ccc")

@@ -20,6 +20,8 @@ from botocore.credentials import Credentials
 from tests.gateway.conftest import Running
 from tests.waiting import wait_for
 
+FILE_SIZE = 64 * 1024 + 4096  # a body over the inline limit (64 KiB): kept in a data file
+
 
 def raw_request(
     gateway: Running,
