@@ -32,12 +32,14 @@ def test_normalize_url_refuses(url: str) -> None:
 
 
 def test_connection_settings(db: Metabase) -> None:
-    """SQLite runs in WAL mode with foreign keys; PostgreSQL plans every statement with its
+    """SQLite runs in WAL mode with foreign keys, and fsyncs every commit (an acknowledged
+    write survives a power loss); PostgreSQL plans every statement with its
     real parameters (a generic plan made bulk deletes 20x slower once prepared)."""
     with db.read() as conn:
         if db.dialect == "sqlite":
             assert conn.exec_driver_sql("PRAGMA journal_mode").scalar() == "wal"
             assert conn.exec_driver_sql("PRAGMA foreign_keys").scalar() == 1
+            assert conn.exec_driver_sql("PRAGMA synchronous").scalar() == 2  # FULL
         else:
             assert conn.exec_driver_sql("SHOW plan_cache_mode").scalar() == "force_custom_plan"
 

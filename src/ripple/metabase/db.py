@@ -69,7 +69,9 @@ def _sqlite_engine(url: sa.URL) -> Engine:
         dbapi_conn.isolation_level = None
         cursor = dbapi_conn.cursor()
         cursor.execute("PRAGMA journal_mode=WAL")
-        cursor.execute("PRAGMA synchronous=NORMAL")
+        # FULL: a commit is on disk before it returns, so an acknowledged write survives a
+        # power loss (NORMAL, in WAL mode, may lose the last commits then)
+        cursor.execute("PRAGMA synchronous=FULL")
         cursor.execute("PRAGMA foreign_keys=ON")
         cursor.execute("PRAGMA busy_timeout=30000")
         cursor.close()
