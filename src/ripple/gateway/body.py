@@ -18,8 +18,7 @@ import hmac
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from starlette.concurrency import run_in_threadpool
-
+from ripple.gateway import threads
 from ripple.gateway.checksums import CHECKSUM_PREFIX, NOT_CHECKSUMS, Checksums, header_of
 from ripple.gateway.chunked import ChunkedDecoder
 from ripple.gateway.errors import S3Error
@@ -183,7 +182,7 @@ async def receive(
         batch.append(chunk)
         batched += len(chunk)
         if batched >= BATCH_BYTES:
-            await run_in_threadpool(process, batch)
+            await threads.run(process, batch)
             batch, batched = [], 0
     process(batch)
     trailers: dict[str, str] = decoder.finish() if decoder is not None else {}

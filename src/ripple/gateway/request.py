@@ -16,9 +16,9 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, TypeVar
 from urllib.parse import parse_qsl, unquote
 
-from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 
+from ripple.gateway import threads
 from ripple.gateway.context import RequestContext
 from ripple.gateway.data import ObjectData
 from ripple.gateway.errors import S3Error
@@ -307,4 +307,4 @@ class S3Request:
 
     async def run(self, fn: Callable[..., T], *args: object, **kwargs: object) -> T:
         """Call a blocking function (a metabase operation, file I/O) off the event loop."""
-        return await run_in_threadpool(fn, *args, **kwargs)
+        return await threads.run(fn, *args, **kwargs)
