@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import logging
 import subprocess
+import threading
 import time
 import uuid
 from collections.abc import Callable, Iterator
@@ -284,6 +285,31 @@ def test_one_objects_events_land_on_one_partition_in_order(
     for key in keys:
         given = [d.event_id for d in sent if d.attributes["key"] == key]
         assert order[f"photos/{key}".encode()] == given
+
+
+def test_concurrent_batches_each_get_their_own_results(
+    kafka: Tansu, target_for: Callable[..., KafkaTarget]
+) -> None:
+    """Four threads share the producer; delivery reports (served by whichever thread
+    flushes) answer the right batch, and their callbacks are reused, not made per record."""
+    target = target_for()
+    sent = {t: [deliveries(100, prefix=f"t{t}-r{r}") for r in range(3)] for t in range(4)}
+    answers: dict[int, list[list[Result]]] = {}
+
+    def publish(t: int) -> None:
+        answers[t] = [target.publish(batch) for batch in sent[t]]
+
+    threads = [threading.Thread(target=publish, args=(t,)) for t in sent]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(30)
+
+    assert answers == {t: [[OK] * 100] * 3 for t in sent}
+    records = consume(kafka.bootstrap, target.name)
+    expected = [d.event_id for batches in sent.values() for batch in batches for d in batch]
+    assert sorted(event_id(r) for r in records) == sorted(expected)
+    assert 100 <= len(target._free) <= 400  # at most what was in flight at once
 
 
 # a broker restart ------------------------------------------------------------------------------

@@ -57,6 +57,7 @@ MECHANISMS: tuple[str, ...] = get_args(Mechanism)
 _TOPIC = re.compile(r"^[A-Za-z0-9._-]{1,249}$")  # Kafka's legal topic names
 _TIMER_SLACK_S = 1.5  # librdkafka expires timed-out messages on a 1 s timer
 _RECONNECT_MAX_MS = 2000
+_FREE_REPORTS = 100_000  # callbacks kept for reuse at most (librdkafka's default queue)
 _PERMANENT = frozenset(
     {
         KafkaError.MSG_SIZE_TOO_LARGE,
@@ -169,6 +170,33 @@ class _Batch:
         self.results[index] = OK if error is None else _failure(error, self.config)
 
 
+class _Report:
+    """A record's delivery-report callback: it answers `index` of `batch`, then goes back to
+    `free` to serve a later record. Reused rather than made per record: a callback lives
+    until its report, so a new one per record (a closure was 4 objects) outlived the garbage
+    collector's young generations and set off full collections of the whole heap: 1.0-1.3 of
+    the 1.9-2.2 CPU seconds the target spent on 50,000 records in bench/targets.py."""
+
+    __slots__ = ("batch", "free", "index")
+
+    def __init__(self, free: list[_Report]) -> None:
+        self.free = free
+        self.batch: _Batch | None = None
+        self.index = 0
+
+    def __call__(self, error: KafkaError | None, _message: object) -> None:
+        batch, index = self.batch, self.index
+        self.release()
+        if batch is not None:
+            batch.report(index, error)
+
+    def release(self) -> None:
+        """Back to the free list (for a record that will have no report, or had it)."""
+        self.batch = None
+        if len(self.free) < _FREE_REPORTS:
+            self.free.append(self)
+
+
 class KafkaTarget:
     """Produces deliveries to one Kafka topic; see the module docstring."""
 
@@ -179,6 +207,7 @@ class KafkaTarget:
         self._open = False
         self._producer: Producer | None = None
         self._fatal: str | None = None  # the producer's fatal error: it must be replaced
+        self._free: list[_Report] = []  # delivery-report callbacks not in use
 
     def __repr__(self) -> str:
         return f"KafkaTarget({self.config!r}, name={self.name!r})"
@@ -280,6 +309,11 @@ class KafkaTarget:
     ) -> bool:
         """Hand one record to the producer (waiting while its queue is full, until
         `deadline`); False if it could not be."""
+        try:
+            report = self._free.pop()
+        except IndexError:
+            report = _Report(self._free)
+        report.batch, report.index = batch, index
         while True:
             try:
                 producer.produce(
@@ -287,14 +321,16 @@ class KafkaTarget:
                     value=delivery.body,
                     key=record_key(delivery),
                     headers=headers(delivery),
-                    on_delivery=lambda error, _message: batch.report(index, error),
+                    on_delivery=report,
                 )
             except BufferError:
                 if time.monotonic() >= deadline:
+                    report.release()
                     return False
                 producer.poll(0.05)  # serves delivery reports, which frees the queue
                 continue
             except KafkaException as e:
+                report.release()  # not produced: no report will come
                 error = e.args[0] if e.args else None
                 if isinstance(error, KafkaError) and not error.fatal():
                     batch.report(index, error)  # this record only (e.g. too large)
