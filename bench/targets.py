@@ -1484,11 +1484,12 @@ def pipeline_kafka(runs: PipelineRuns, attributes: dict[str, str] | None = None)
     `ordered_ratio` is this with `{"ordering": "per-key"}` over this without, measured once
     topics have the `ordering` attribute."""
     n = runs.args.events
-    topic = f"ripple-bench-pipeline-{uuid.uuid4().hex[:10]}"
+    tag = uuid.uuid4().hex[:10]
+    topic = f"ripple-bench-pipeline-{tag}"
     create_kafka_topic(topic)
     try:
         config = runs.config(
-            "kafka",
+            f"kafka-{tag}",  # and a fresh checkpoint: each run starts from the same offsets
             {
                 "push-endpoint": f"kafka://{TANSU.bootstrap}",
                 "kafka-topic": topic,
@@ -1496,7 +1497,7 @@ def pipeline_kafka(runs: PipelineRuns, attributes: dict[str, str] | None = None)
                 **(attributes or {}),
             },
         )
-        rate, total, cpu = runs.measured("kafka", config, runs.to_the_end, TANSU.pids)
+        rate, total, cpu = runs.measured(f"kafka-{tag}", config, runs.to_the_end, TANSU.pids)
         stored = kafka_count(topic, n)
         if stored != n:
             raise RuntimeError(f"pipeline: Kafka topic {topic} holds {stored:,} records, not {n:,}")
