@@ -252,7 +252,10 @@ class CpuMeter:
         for group, find in self.groups.items():
             before = self.before.get(group, {})
             pids = set(find()) | set(before)
-            self.used[group] = round(sum(cpu_s(p) - before.get(p, 0.0) for p in pids), 2)
+            # a process that ended meanwhile counts nothing (/proc no longer has it), not
+            # minus what it had used before
+            used = (max(0.0, cpu_s(p) - before.get(p, 0.0)) for p in pids)
+            self.used[group] = round(sum(used), 2)
         for group in self.disk:
             mb = (self._written(group) - self.written.get(group, 0)) / 1e6
             self.used[f"{group}_disk_mb"] = round(mb, 1)
