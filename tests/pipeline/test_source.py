@@ -6,7 +6,7 @@ from __future__ import annotations
 import hashlib
 
 import pytest
-from pyspark.sql.streaming.datasource import ReadAllAvailable
+from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxRows
 
 from ripple.metabase import (
     BucketLocation,
@@ -127,5 +127,58 @@ def test_a_large_batch_with_a_change_of_several_keys_is_one_task(
         (part,) = reader.partitions(start, reader.latestOffset(start, ReadAllAvailable()))
         assert isinstance(part, RangePartition)
         assert [p for p, _, _ in part.ranges] == [0, 1, 2, 3]
+    finally:
+        reader.stop()
+
+
+@pytest.mark.parametrize("change", ["delete-objects", "rename"])
+def test_a_backlog_never_takes_a_keys_later_event_before_an_earlier_one(
+    db: Metabase, change: str
+) -> None:
+    """A key's deletion by a change of several keys is recorded in another partition (its
+    least key's); its next PUT in its own. A backlog cut into batches by maxRecordsPerBatch
+    takes every partition up to one commit time, so no batch holds the PUT without the
+    deletion before it, however the partitions' backlogs differ."""
+    db.eventing = lambda _project, _bucket: True
+    project = create_project(db, "source")
+    bucket = BucketLocation(project.id, "photos")
+    create_bucket(db, bucket)
+    # `first` sorts before `key` and lives in another partition: the change is recorded there
+    first, *fillers = keys_in(project.id, "photos", 0, 12, prefix="a")
+    (key,) = keys_in(project.id, "photos", 3, 1, prefix="z")
+    put = lambda k: commit_inline_object(  # noqa: E731
+        db, ObjectLocation(project.id, "photos", k), b"x", etag=hashlib.md5(b"x").hexdigest()
+    )
+    reader = ChangeStreamStreamReader({"url": db.url.render_as_string(hide_password=False)})
+    try:
+        start = reader.initialOffset()
+        for k in (key, first, *fillers):  # a backlog in partition 0, little in partition 3
+            put(k)
+        if change == "delete-objects":
+            delete_objects(db, bucket, [DeleteObjectsItem(first), DeleteObjectsItem(key)])
+        else:
+            rename_object(db, ObjectLocation(project.id, "photos", key), first)
+        put(key)  # after the change, in partition 3
+        seen: list[tuple[int, int]] = []  # (commit_ns, position) of each batch's records
+        batches = 0
+        begin = start
+        while True:
+            end = reader.latestOffset(begin, ReadMaxRows(8))
+            parts = reader.partitions(begin, end)
+            if not parts:
+                break
+            rows = [
+                row
+                for part in parts
+                if isinstance(part, RangePartition)
+                for batch in reader.read(part)
+                for row in batch.to_pylist()
+            ]
+            # nothing committed earlier than this batch's records is left for a later batch
+            assert not seen or min(r["commit_ns"] for r in rows) > max(ns for ns, _ in seen)
+            seen += [(r["commit_ns"], r["position"]) for r in rows]
+            begin, batches = end, batches + 1
+        assert batches > 1  # the backlog was cut
+        assert len(seen) == len(set(seen))
     finally:
         reader.stop()

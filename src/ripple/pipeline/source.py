@@ -8,7 +8,10 @@ only ever names positions that are committed: positions are dense and taken in c
 (ripple.changestream.writer), so everything up to a partition's committed `next_position` is
 final and can no longer be filled (the no-skip rule). Under admission control
 (`maxRecordsPerBatch`) a backlog drains in bounded batches; a batch always ends on a
-transaction's last record in its partition, so the transform sees whole transactions.
+transaction's last record in its partition, so the transform sees whole transactions, and
+takes every partition up to one commit time, so a key whose events are in two partitions
+(a change of several keys is recorded in its least key's) never has a later event in an
+earlier batch.
 `read()` is stateless: it opens its own connection and returns Arrow record batches.
 `commit(end)` also stores the positions as consumer offsets in the metabase, so a pipeline
 whose checkpoint directory is lost resumes where it was.
@@ -146,12 +149,47 @@ class ChangeStreamStreamReader(DataSourceStreamReader):
         share = max(1, math.ceil(budget / len(backlog)))
         latest = dict(begin)
         with self.engine.connect() as conn:
+            cut = []
             for k, waiting in backlog.items():
                 if waiting <= share:
                     latest[k] = ends[k]
                 else:
                     latest[k] = self._transaction_end(conn, int(k), begin[k], begin[k] + share)
+                    cut.append(k)
+            if cut:
+                # One commit time for every partition: a change of several keys is recorded
+                # in its least key's partition, so a key's events may be in two partitions,
+                # and a batch that took a key's later event from one must hold every earlier
+                # event from the other. Commit times grow with the commit order of the whole
+                # stream (ripple.changestream.writer), so all up to one time is such a batch.
+                upto_ns = min(self._commit_ns(conn, int(k), latest[k]) for k in cut)
+                for k in backlog:
+                    latest[k] = self._last_end_by(conn, int(k), begin[k], latest[k], upto_ns)
         return latest
+
+    def _commit_ns(self, conn: sa.Connection, partition: int, position: int) -> int:
+        c = change_records.c
+        mine = sa.and_(c.stream_name == self.stream, c.partition == partition)
+        query = sa.select(c.commit_ns).where(mine, c.position == position).limit(1)
+        return int(conn.execute(query).scalar_one())
+
+    def _last_end_by(
+        self, conn: sa.Connection, partition: int, after: int, upto: int, upto_ns: int
+    ) -> int:
+        """The last position in (after, upto] that ends a transaction committed at or before
+        `upto_ns`; `after` if there is none."""
+        c = change_records.c
+        last = conn.execute(
+            sa.select(sa.func.max(c.position)).where(
+                c.stream_name == self.stream,
+                c.partition == partition,
+                c.is_last_in_partition,
+                c.position > after,
+                c.position <= upto,
+                c.commit_ns <= upto_ns,
+            )
+        ).scalar()
+        return after if last is None else int(last)
 
     def _transaction_end(self, conn: sa.Connection, partition: int, after: int, upto: int) -> int:
         """The last position in (after, upto] that ends a transaction, or, if a transaction
