@@ -490,7 +490,6 @@ def test_a_client_that_leaves_mid_body_is_499_quietly_and_leaves_nothing(
         b"PUT /photos/k HTTP/1.1\r\nHost: x\r\nContent-Length: 0x10\r\n\r\n",
         b"PUT /photos/k HTTP/1.1\r\nHost: x\r\nContent-Length: 18446744073709551616\r\n\r\n",
         b"PUT /photos/k HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\nContent-Length: 5\r\n\r\nhello",
-        b"FOO /photos HTTP/1.1\r\nHost: x\r\n\r\n",
         b"GET /photos\r\n\r\n",  # HTTP/0.9
     ],
     ids=[
@@ -502,16 +501,27 @@ def test_a_client_that_leaves_mid_body_is_499_quietly_and_leaves_nothing(
         "hex-length",
         "length-past-2**64",
         "the-same-length-twice",
-        "unknown-method",
         "http-0.9",
     ],
 )
 def test_what_llhttp_refuses_is_s3_error_xml(
     framed: Running, request_: bytes, logged: pytest.LogCaptureFixture
 ) -> None:
-    """llhttp's strict defaults: h11 took the same length twice and any method (the app
-    answered 405 then); nothing here reaches the app."""
+    """llhttp's strict defaults (h11 took the same length twice); nothing here reaches the
+    app."""
     assert_refused(answer_to(framed, request_), 400, "BadRequest")
+    assert_quiet(logged)
+
+
+@pytest.mark.parametrize("method", [b"FOO", b"get", b"PROPFIND"])
+def test_a_method_s3_does_not_have_is_405_as_the_app_answers(
+    framed: Running, method: bytes, logged: pytest.LogCaptureFixture
+) -> None:
+    """llhttp refuses the methods it does not know (PROPFIND it knows: the app answers)."""
+    request = method + b" /photos/k HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"
+    error = assert_refused(answer_to(framed, request), 405, "MethodNotAllowed")
+    assert error["Method"] == method.decode()
+    assert error["ResourceType"] == "OBJECT"
     assert_quiet(logged)
 
 

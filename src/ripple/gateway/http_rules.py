@@ -6,6 +6,7 @@ the bytes of the answer to a request the app never saw."""
 from __future__ import annotations
 
 import asyncio
+import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from http import HTTPStatus
@@ -40,6 +41,10 @@ _LLHTTP_CODING = (
     "Request has invalid `Transfer-Encoding`",
 )
 _LLHTTP_VERSION = ("Invalid HTTP version", "Pause on PRI/Upgrade")  # the latter: HTTP/2's preface
+
+
+# a request line's method (any token) and path, as far as needed to answer an unknown method
+_REQUEST_LINE = re.compile(rb"(?:\r\n)*([!#$%&'*+\-.^_`|~0-9A-Za-z]+) (/[!->@-~]*|\*)[ ?]")
 
 
 @dataclass(frozen=True)
@@ -94,6 +99,24 @@ def error_of(reason: str, in_body: bool, version: str) -> S3Error:
     if reason in _LLHTTP_VERSION:
         return not_served(version)
     return S3Error("BadRequest", f"{MALFORMED}: {said}")
+
+
+def unknown_method(head: bytes) -> Refusal | None:
+    """S3's 405 for a request whose method llhttp does not know, from the start of its
+    `head`, when that is a well-formed request line (h11 took any method; the app answered
+    405 MethodNotAllowed, as S3 does); None if it is not."""
+    match = _REQUEST_LINE.match(head)
+    if match is None:
+        return None
+    method, path = match[1].decode("ascii")[:20], match[2].decode("ascii")
+    names = path.strip("/").split("/", 1)
+    level = "SERVICE" if not names[0] else "BUCKET" if len(names) == 1 else "OBJECT"
+    error = S3Error(
+        "MethodNotAllowed",
+        f"the specified method is not allowed against this resource: {method}",
+        extra={"Method": method, "ResourceType": level},
+    )
+    return Refusal(error, False, method, path[:1024])
 
 
 def check_head(method: bytes, version: str, headers: list[tuple[bytes, bytes]]) -> S3Error | None:

@@ -64,12 +64,15 @@ from ripple.gateway.http_rules import (
     check_head,
     error_of,
     too_large,
+    unknown_method,
     with_body_timeout,
 )
 
 __all__ = ["HttpLimits", "S3Protocol", "protocol_class"]
 
 log = logging.getLogger("ripple.gateway.http")
+
+_HEAD_START = 1100  # bytes kept of a head's start: a method and a path S3 may answer
 
 
 def protocol_class(limits: HttpLimits, metrics: Metrics | None = None) -> type[S3Protocol]:
@@ -114,6 +117,8 @@ class S3Protocol(Lingering, HttpToolsProtocol):
         self._heads = 0  # request heads read whole
         self._head_started = False  # bytes of the next request's head arrived
         self._head_bytes = 0  # bytes of reads that were all of one unfinished head
+        self._head_start = b""  # its first bytes, if it began a read (for its method)
+        self._begun = False  # a head began in this read
         self._fields = 0  # bytes of the header lines of the head, 4 a line for separators
         self._framing_bytes = 0  # bytes of body reads that brought no body (chunk lines)
         self._bodies = 0  # body pieces read
@@ -142,6 +147,11 @@ class S3Protocol(Lingering, HttpToolsProtocol):
             return
         self._unset_keepalive_if_required()
         reading, heads, bodies = self._reading, self._heads, self._bodies
+        if not self._head_started:  # a head starts at this read, or after a body in it
+            self._head_start = data[:_HEAD_START] if reading == "head" else b""
+        elif len(self._head_start) < _HEAD_START:
+            self._head_start += data[: _HEAD_START - len(self._head_start)]
+        self._begun = False
         self._feed(data)
         if self.dropping or self._reading != reading or self._heads != heads:
             return
@@ -209,7 +219,9 @@ class S3Protocol(Lingering, HttpToolsProtocol):
         if self._synthetic:
             return
         super().on_message_begin()
-        self._head_started = True
+        if self._begun:  # a second head in this read: where it starts is not known
+            self._head_start = b""
+        self._begun = self._head_started = True
         self._fields = 0
 
     def on_url(self, url: bytes) -> None:
@@ -327,6 +339,10 @@ class S3Protocol(Lingering, HttpToolsProtocol):
             return self._refusal_of(S3Error("InternalError", "we encountered an internal error"))
         if self._reading == "body":
             return Refusal(error_of(str(error), True, ""), True)
+        if isinstance(error, httptools.HttpParserInvalidMethodError):
+            refusal = unknown_method(self._head_start)
+            if refusal is not None:
+                return refusal
         return self._refusal_of(error_of(str(error), False, self.parser.get_http_version()))
 
     def _refused(self, refusal: Refusal) -> None:
