@@ -474,3 +474,118 @@ def test_a_client_that_leaves_mid_body_is_499_quietly_and_leaves_nothing(
         assert not key_exists(framed, "photos", "k")
     assert_quiet(logged)
     assert any("closed the connection" in r.getMessage() for r in logged.records)
+
+
+# --- what llhttp refuses, or reads differently from h11 ---------------------------------------
+
+
+@pytest.mark.parametrize(
+    "request_",
+    [
+        b"GET /photos HTTP/1.1\r\nHost: x\r\nX-A: a\r\n  folded\r\n\r\n",
+        b"GET /photos HTTP/1.1\nHost: x\n\n",
+        b"GET /photos HTTP/1.1\r\nHost : x\r\n\r\n",
+        b"GET /photos HTTP/1.1\r\nHo(st: x\r\n\r\n",
+        b"PUT /photos/k HTTP/1.1\r\nHost: x\r\nContent-Length: -1\r\n\r\n",
+        b"PUT /photos/k HTTP/1.1\r\nHost: x\r\nContent-Length: 0x10\r\n\r\n",
+        b"PUT /photos/k HTTP/1.1\r\nHost: x\r\nContent-Length: 18446744073709551616\r\n\r\n",
+        b"PUT /photos/k HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\nContent-Length: 5\r\n\r\nhello",
+        b"GET /photos\r\n\r\n",  # HTTP/0.9
+    ],
+    ids=[
+        "obs-fold",
+        "bare-LF",
+        "space-before-colon",
+        "bad-header-name",
+        "negative-length",
+        "hex-length",
+        "length-past-2**64",
+        "the-same-length-twice",
+        "http-0.9",
+    ],
+)
+def test_what_llhttp_refuses_is_s3_error_xml(
+    framed: Running, request_: bytes, logged: pytest.LogCaptureFixture
+) -> None:
+    """llhttp's strict defaults (h11 took the same length twice); nothing here reaches the
+    app."""
+    assert_refused(answer_to(framed, request_), 400, "BadRequest")
+    assert_quiet(logged)
+
+
+@pytest.mark.parametrize("method", [b"FOO", b"get", b"PROPFIND"])
+def test_a_method_s3_does_not_have_is_405_as_the_app_answers(
+    framed: Running, method: bytes, logged: pytest.LogCaptureFixture
+) -> None:
+    """llhttp refuses the methods it does not know (PROPFIND it knows: the app answers)."""
+    request = method + b" /photos/k HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"
+    error = assert_refused(answer_to(framed, request), 405, "MethodNotAllowed")
+    assert error["Method"] == method.decode()
+    assert error["ResourceType"] == "OBJECT"
+    assert_quiet(logged)
+
+
+def test_a_request_line_over_the_limit_is_refused(
+    framed: Running, logged: pytest.LogCaptureFixture
+) -> None:
+    request = b"GET /photos/" + b"k" * 1_000_000 + b" HTTP/1.1\r\nHost: x\r\n\r\n"
+    assert_refused(answer_to(framed, request), 400, "RequestHeaderSectionTooLarge")
+    assert_quiet(logged)
+
+
+def test_a_trailer_without_end_is_refused(
+    framed: Running, logged: pytest.LogCaptureFixture
+) -> None:
+    """llhttp holds a trailer line until it ends: one that does not is refused once it
+    passes the head's limit, before the body timeout."""
+    framed.client().create_bucket(Bucket="photos")
+    head = signed(
+        framed,
+        "PUT",
+        "/photos/k",
+        {"Transfer-Encoding": "chunked", "x-amz-decoded-content-length": "5"},
+    )
+    body = b"5\r\nhello\r\n0\r\nX-Flood: " + b"a" * 1_000_000
+    error = assert_refused(answer_to(framed, head + body), 400, "BadRequest")
+    assert "chunked" in error["Message"]
+    assert not key_exists(framed, "photos", "k")
+    assert_quiet(logged)
+
+
+def test_an_upgrade_request_is_served_as_http_1_1(
+    framed: Running, logged: pytest.LogCaptureFixture
+) -> None:
+    """llhttp stops at a head asking for another protocol and skips its body; the gateway
+    serves no other, so it reads the body and what follows as HTTP/1.1, as h11 did."""
+    s3 = framed.client()
+    s3.create_bucket(Bucket="photos")
+    upgrade = {"Connection": "Upgrade, HTTP2-Settings", "Upgrade": "h2c", "HTTP2-Settings": "AA"}
+    head = signed(framed, "PUT", "/photos/k", {"Content-Length": "5", **upgrade})
+    health = b"GET /_ripple/health HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"
+    sock = connect(framed)
+    sock.sendall(head + b"hello" + health)
+    assert [r.status for r in replies(read_to_close(sock))] == [200, 200]
+    assert s3.get_object(Bucket="photos", Key="k")["Body"].read() == b"hello"
+
+    sock = connect(framed)  # CONNECT, which llhttp reads as a tunnel's start
+    sock.sendall(b"CONNECT photos:443 HTTP/1.1\r\nHost: x\r\n\r\n" + health)
+    assert [r.status for r in replies(read_to_close(sock))] == [405, 200]
+    assert_quiet(logged)
+
+
+def test_a_malformed_request_behind_pipelined_ones_is_answered_after_them(
+    framed: Running, logged: pytest.LogCaptureFixture
+) -> None:
+    """llhttp reads pipelined heads as they arrive, h11 after each response: the refusal
+    waits for the answers before it."""
+    health = b"GET /_ripple/health HTTP/1.1\r\nHost: x\r\n\r\n"
+    got = replies(read_to_close(_sent(framed, health * 2 + b"GARBAGE\r\n\r\n")))
+    assert [r.status for r in got] == [200, 200, 400]
+    assert_refused(got[2], 400, "BadRequest")
+    assert_quiet(logged)
+
+
+def _sent(gateway: Running, data: bytes) -> socket.socket:
+    sock = connect(gateway)
+    sock.sendall(data)
+    return sock

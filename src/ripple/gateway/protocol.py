@@ -1,8 +1,9 @@
-"""The gateway's HTTP/1.1 connections: uvicorn's h11 protocol with S3's framing rules,
-limits and timeouts, so that what a client can send never reaches the app as something
-it cannot answer, and a client that stops sending a request never holds its connection.
-(One that stops reading an answer is not timed out here: a large GET to a client that never
-reads keeps its connection until the client goes.)
+"""The gateway's HTTP/1.1 connections: uvicorn's httptools protocol (llhttp, with its strict
+defaults) with S3's framing rules, limits and timeouts, so that what a client can send never
+reaches the app as something it cannot answer, and a client that stops sending a request
+never holds its connection. (One that stops reading an answer is not timed out here: a large
+GET to a client that never reads keeps its connection until the client goes.) The rules and
+S3's errors are in `ripple.gateway.http_rules`, the lingering close in `http_close`.
 
 - A request's head must arrive within `header_timeout` of the connection opening or of the
   previous response; one that started and stalled is answered `400 RequestTimeout`, a
@@ -13,16 +14,22 @@ reads keeps its connection until the client goes.)
   closes, as S3 does for an idle socket.
 - A request head over `max_header_section` bytes in all (the request line and every header
   line), or with a header line over `max_header_field`, is `400
-  RequestHeaderSectionTooLarge`; h11 buffers no more than the section limit of a head
-  still arriving.
+  RequestHeaderSectionTooLarge`. Heads are counted as they arrive and refused as soon as
+  they pass a limit, so no more than the section limit and one read of a head is held.
+  (A chunked body's trailer lines, which llhttp holds too, are bounded the same way.)
 - `Content-Length` with `Transfer-Encoding` is `400 BadRequest` (RFC 9112 §6.1: the message
-  is one a proxy may frame differently, so the connection cannot carry another), and a PUT
-  with a chunked body but neither length (`Content-Length`,
-  `x-amz-decoded-content-length`) is `411 MissingContentLength`, as S3 answers.
-- Whatever h11 refuses (conflicting lengths, a bad header line, a malformed chunked body)
-  is S3's error XML too, not uvicorn's plain text.
+  is one a proxy may frame differently, so the connection cannot carry another), a
+  transfer coding other than chunked is `501 NotImplemented`, and a PUT with a chunked body
+  but neither length (`Content-Length`, `x-amz-decoded-content-length`) is `411
+  MissingContentLength`, as S3 answers. HTTP versions other than 1.0 and 1.1 (HTTP/2's
+  preface) are `400 BadRequest`.
+- Whatever llhttp refuses (a bad header line, several lengths, a malformed chunked body) is
+  S3's error XML too, not uvicorn's plain text; a malformed body is answered by the app on
+  its next read of it. A request refused behind pipelined ones is answered after them.
+- A request asking to upgrade (`Upgrade:`, `CONNECT`) is served as plain HTTP/1.1, body
+  and all, and the connection goes on: the gateway serves no other protocol.
 
-Every such answer carries `Connection: close`, and the connection is closed *lingering*:
+Every refusal carries `Connection: close`, and the connection is closed *lingering*:
 after the answer the gateway shuts its sending side and reads and drops what the client
 still sends (at most `linger_bytes`, for at most `linger_timeout`), so a client that sends
 its whole request before reading gets the answer instead of a connection reset. A response
@@ -35,42 +42,37 @@ metric as operation `Unknown` and logged at INFO, one line each.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
-from dataclasses import dataclass
-from http import HTTPStatus
-from typing import Any, cast
+import urllib.parse
+from typing import Any, Literal
 
-import h11
+import httptools
 from uvicorn.config import Config
-from uvicorn.protocols.http.h11_impl import H11Protocol, RequestResponseCycle
+from uvicorn.protocols.http.flow_control import service_unavailable
+from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol, RequestResponseCycle
 from uvicorn.server import ServerState
 
-from ripple.gateway.app import Metrics, error_response
-from ripple.gateway.context import RequestContext
+from ripple.gateway.app import Metrics
 from ripple.gateway.errors import S3Error
+from ripple.gateway.http_close import Lingering
+from ripple.gateway.http_rules import (
+    REQUEST_TIMEOUT,
+    HttpLimits,
+    Refusal,
+    answer,
+    body_framing,
+    check_head,
+    error_of,
+    too_large,
+    unknown_method,
+    with_body_timeout,
+)
+
+__all__ = ["HttpLimits", "S3Protocol", "protocol_class"]
 
 log = logging.getLogger("ripple.gateway.http")
 
-REQUEST_TIMEOUT = (
-    "your socket connection to the server was not read from or written to within the "
-    "timeout period; idle connections will be closed"
-)
-
-
-@dataclass(frozen=True)
-class HttpLimits:
-    """What one connection may take. The defaults: S3's 20 s for an idle socket; twice S3's
-    8 KiB for a whole request head (S3 counts the request line and query too), so no
-    request S3 takes is refused, 8 KiB for one header line; and a lingering close long
-    enough to read off a refused request of boto3's and aws-cli's default part size."""
-
-    header_timeout: float = 20.0  # seconds to receive a whole request head
-    body_timeout: float = 20.0  # seconds between two body reads while the app waits
-    max_header_field: int = 8 * 1024  # one header line: name and value
-    max_header_section: int = 16 * 1024  # the request line and all header lines
-    linger_timeout: float = 5.0  # seconds to read off a refused request before closing
-    linger_bytes: int = 8 * 1024 * 1024  # bytes read off it at most
+_HEAD_START = 1100  # bytes kept of a head's start: a method and a path S3 may answer
 
 
 def protocol_class(limits: HttpLimits, metrics: Metrics | None = None) -> type[S3Protocol]:
@@ -85,123 +87,13 @@ def protocol_class(limits: HttpLimits, metrics: Metrics | None = None) -> type[S
     return Configured
 
 
-@dataclass
-class Refusal:
-    """A request refused by the connection, and what is known of it."""
-
-    error: S3Error
-    in_body: bool  # found in the body of a request the app is answering
-    method: str = "GET"
-    resource: str = "/"
+class _Refused(Exception):
+    """Raised by a parser callback to stop llhttp at a refusal (left in `_refusal`)."""
 
 
-class S3Connection(h11.Connection):
-    """h11's server connection, checking each request head against S3's rules. A refused
-    request ends the events (`NEED_DATA`) and leaves its `Refusal` in `refusal`."""
-
-    def __init__(self, limits: HttpLimits) -> None:
-        # h11 keeps at most this much of a request head that is still arriving
-        super().__init__(h11.SERVER, max_incomplete_event_size=limits.max_header_section)
-        self.limits = limits
-        self.refusal: Refusal | None = None
-
-    def next_event(self) -> Any:
-        in_body = self.their_state is h11.SEND_BODY
-        try:
-            event = super().next_event()
-        except h11.RemoteProtocolError as e:
-            self.refusal = Refusal(_error_of(e, in_body, self.limits), in_body)
-            return h11.NEED_DATA
-        if type(event) is h11.Request:
-            error = _check_head(event, self.limits)
-            if error is not None:
-                target = event.target.split(b"?", 1)[0][:1024].decode("latin-1")
-                self.refusal = Refusal(error, False, event.method.decode("ascii"), target)
-                return h11.NEED_DATA
-        return event
-
-
-def _error_of(error: h11.RemoteProtocolError, in_body: bool, limits: HttpLimits) -> S3Error:
-    said = str(error)[:200]
-    if in_body:
-        return S3Error("BadRequest", f"the request body's chunked framing is malformed: {said}")
-    if error.error_status_hint == 431:
-        return _too_large(f"over {limits.max_header_section} bytes", limits.max_header_section)
-    if error.error_status_hint == 501:
-        return S3Error(
-            "NotImplemented",
-            f"a header you provided implies functionality that is not implemented: {said}",
-            extra={"Header": "Transfer-Encoding"},
-        )
-    return S3Error("BadRequest", f"the HTTP request is malformed: {said}")
-
-
-def _too_large(size: str, limit: int) -> S3Error:
-    return S3Error(
-        "RequestHeaderSectionTooLarge",
-        f"your request header section exceeds the maximum allowed size: {size}",
-        extra={"MaxSizeAllowed": str(limit)},
-    )
-
-
-def _check_head(event: h11.Request, limits: HttpLimits) -> S3Error | None:
-    """The refusal a request head earns, or None. Sizes count names and values as sent,
-    with 4 bytes for each line's separator and end."""
-    if event.http_version not in (b"1.0", b"1.1"):  # e.g. HTTP/2's preface, PRI * HTTP/2.0
-        version = event.http_version.decode("latin-1")[:10]
-        return S3Error("BadRequest", f"HTTP/{version} is not served here: use HTTP/1.1")
-    size = len(event.method) + len(event.target) + 12  # "GET / HTTP/1.1\r\n"
-    chunked = length = decoded = False
-    for name, value in event.headers:
-        field = len(name) + len(value)
-        if field > limits.max_header_field:
-            shown = name[:100].decode("latin-1")
-            return _too_large(f"the {shown} header is {field} bytes", limits.max_header_field)
-        size += field + 4
-        if name == b"transfer-encoding":
-            chunked = True
-        elif name == b"content-length":
-            length = True
-        elif name == b"x-amz-decoded-content-length":
-            decoded = True
-    if size > limits.max_header_section:
-        return _too_large(f"{size} bytes", limits.max_header_section)
-    if chunked and length:
-        return S3Error(
-            "BadRequest",
-            "a request may not carry both Content-Length and Transfer-Encoding "
-            "(RFC 9112 section 6.1)",
-        )
-    if chunked and not decoded and event.method == b"PUT":
-        return S3Error("MissingContentLength", "you must provide the Content-Length HTTP header")
-    return None
-
-
-class _Transport:
-    """The connection's transport as uvicorn's code sees it: closing it closes lingering
-    when the client may still be sending, and nothing is written once that began."""
-
-    def __init__(self, transport: asyncio.Transport, protocol: S3Protocol) -> None:
-        self._transport = transport
-        self._protocol = protocol
-
-    def write(self, data: bytes) -> None:
-        if not self._protocol.lingering:
-            self._transport.write(data)
-
-    def close(self) -> None:
-        self._protocol.close()
-
-    def is_closing(self) -> bool:
-        return self._protocol.lingering or self._transport.is_closing()
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._transport, name)
-
-
-class S3Protocol(H11Protocol):
-    """uvicorn's h11 protocol with S3's limits (`HttpLimits`); see the module's docstring.
-    Use `protocol_class` to make one with given limits."""
+class S3Protocol(Lingering, HttpToolsProtocol):
+    """uvicorn's httptools protocol with S3's limits (`HttpLimits`); see the module's
+    docstring. Use `protocol_class` to make one with given limits."""
 
     limits = HttpLimits()
     metrics: Metrics | None = None
@@ -214,14 +106,28 @@ class S3Protocol(H11Protocol):
         _loop: asyncio.AbstractEventLoop | None = None,
     ) -> None:
         super().__init__(config, server_state, app_state, _loop)
-        self.conn: S3Connection = S3Connection(self.limits)
-        self.app = self._with_body_timeout(self.app)
-        self.lingering = False  # closing: the answer is sent, what arrives is dropped
-        self.dropping = False  # what arrives is dropped (lingering, or a broken body)
-        self._raw: asyncio.Transport | None = None
+        # llhttp's strict defaults: uvicorn's parser is lenient to data after
+        # `Connection: close`, which is refused here after the response (never answered)
+        self.parser = httptools.HttpRequestParser(self)
+        self.url = b""
+        self.init_lingering()
         self._head_timer: asyncio.TimerHandle | None = None
-        self._linger_timer: asyncio.TimerHandle | None = None
-        self._dropped = 0
+        # what the parser reads: a request's head (or the wait for one), or its body
+        self._reading: Literal["head", "body"] = "head"
+        self._heads = 0  # request heads read whole
+        self._head_started = False  # bytes of the next request's head arrived
+        self._head_bytes = 0  # bytes of reads that were all of one unfinished head
+        self._head_start = b""  # its first bytes, if it began a read (for its method)
+        self._begun = False  # a head began in this read
+        self._fields = 0  # bytes of the header lines of the head, 4 a line for separators
+        self._framing_bytes = 0  # bytes of body reads that brought no body (chunk lines)
+        self._bodies = 0  # body pieces read
+        self._failed = False  # the parser stopped at an error: the connection is done
+        self._refusal: Refusal | None = None  # a callback's refusal (`_Refused`)
+        self._deferred: Refusal | None = None  # a refusal behind requests being answered
+        # an upgrade request's body framing, which llhttp skipped and is read on
+        self._skipped_body: bytes | None = None
+        self._synthetic = False  # the parser reads the head made for a skipped body
         # a broken body, for the app's next read of that request's body
         self._broken: tuple[RequestResponseCycle, S3Error] | None = None
 
@@ -229,78 +135,239 @@ class S3Protocol(H11Protocol):
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         super().connection_made(transport)
-        self._raw = transport
-        self.transport = cast(asyncio.Transport, _Transport(transport, self))
+        self.transport = self.wrapped(transport)
         self._arm_head_timer()
 
     def connection_lost(self, exc: Exception | None) -> None:
-        self._cancel_timers()
+        self.stop_timers()
         super().connection_lost(exc)
 
     def data_received(self, data: bytes) -> None:
-        if self.dropping:
-            self._dropped += len(data)
-            if self.lingering and self._dropped > self.limits.linger_bytes:
-                self._close_now()
+        if self.dropped(data):
             return
-        super().data_received(data)
+        self._unset_keepalive_if_required()
+        reading, heads, bodies = self._reading, self._heads, self._bodies
+        if not self._head_started:  # a head starts at this read, or after a body in it
+            self._head_start = data[:_HEAD_START] if reading == "head" else b""
+        elif len(self._head_start) < _HEAD_START:
+            self._head_start += data[: _HEAD_START - len(self._head_start)]
+        self._begun = False
+        self._feed(data)
+        if self.dropping or self._reading != reading or self._heads != heads:
+            return
+        section = self.limits.max_header_section
+        # the whole read went to one head, or to a body's framing (its chunk-size and
+        # trailer lines), which llhttp holds until a line ends: bounded here
+        if reading == "head":
+            self._head_bytes += len(data)
+            if self._head_bytes > section:
+                self._failed = True
+                self._refused(self._refusal_of(too_large(f"over {section} bytes", section)))
+        elif self._bodies != bodies:
+            self._framing_bytes = 0
+        else:
+            self._framing_bytes += len(data)
+            if self._framing_bytes <= section:
+                return
+            error = f"a chunk or trailer line is over {section} bytes"
+            self._failed = True
+            self._refused(Refusal(error_of(error, True, ""), True))
 
-    def handle_events(self) -> None:
-        cycle = self.cycle
-        super().handle_events()
-        if self.cycle is not cycle and self._head_timer is not None:
-            self._head_timer.cancel()  # a request head arrived
-            self._head_timer = None
-        refusal = self.conn.refusal
-        if refusal is not None:
-            self.conn.refusal = None
-            self._refused(refusal)
+    def _feed(self, data: bytes) -> None:
+        while True:
+            try:
+                self.parser.feed_data(data)
+                return
+            except httptools.HttpParserUpgrade as upgrade:
+                # llhttp stops after a head asking for another protocol (skipping its
+                # body): served as HTTP/1.1, so what follows is read on as HTTP/1.1, the
+                # skipped body after a head that frames it alike (`_synthetic`)
+                data = data[upgrade.args[0] :]
+                if self._skipped_body is not None:
+                    data = b"PUT / HTTP/1.1\r\n%s\r\n\r\n%s" % (self._skipped_body, data)
+                    self._skipped_body = None
+                    self._synthetic = True
+            except httptools.HttpParserError as error:
+                self._failed = True
+                self._refused(self._refusal_for(error))
+                return
+
+    def _should_upgrade(self) -> bool:
+        return False  # no websockets here: an upgrade request is served as plain HTTP
 
     def on_response_complete(self) -> None:
-        self._arm_head_timer()  # before uvicorn reads a pipelined request's head
+        if not self.pipeline:
+            self._arm_head_timer()  # before uvicorn reads the next request's head
         super().on_response_complete()
+        refusal = self._deferred
+        if refusal is not None and self.cycle.response_complete and not self.lingering:
+            self._deferred = None  # the requests before it are answered
+            self._answer(refusal)
 
     def shutdown(self) -> None:
         if self.dropping:
-            self._close_now()
+            self.close_now()
         else:
             super().shutdown()
 
-    def close(self) -> None:
-        """Close, lingering if the client may still be sending this request."""
-        assert self._raw is not None
-        if self.lingering or self._raw.is_closing():
+    def must_linger(self) -> bool:
+        return self._failed or self._reading == "body"  # the client may still be sending
+
+    # --- the parser's callbacks ----------------------------------------------------------
+
+    def on_message_begin(self) -> None:
+        if self._synthetic:
             return
-        if self.conn.their_state in (h11.SEND_BODY, h11.ERROR):
-            self._linger()
-        else:
-            self._raw.close()
+        super().on_message_begin()
+        if self._begun:  # a second head in this read: where it starts is not known
+            self._head_start = b""
+        self._begun = self._head_started = True
+        self._fields = 0
+
+    def on_url(self, url: bytes) -> None:
+        if self._synthetic:
+            return
+        self.url += url
+        self._check_section()
+
+    def on_header(self, name: bytes, value: bytes) -> None:
+        if self._synthetic or self._reading == "body":
+            return  # a chunked body's trailer: dropped, as h11 did
+        value = value.rstrip(b" \t")
+        field = len(name) + len(value)
+        if field > self.limits.max_header_field:
+            shown = name[:100].lower().decode("latin-1")
+            limit = self.limits.max_header_field
+            self._refuse(too_large(f"the {shown} header is {field} bytes", limit))
+        self._fields += field + 4
+        self._check_section()
+        super().on_header(name, value)
+
+    def on_headers_complete(self) -> None:
+        if self._synthetic:
+            self._synthetic = False
+            self._end_head()
+            return
+        method, version = self.parser.get_method(), self.parser.get_http_version()
+        error = check_head(method, version, self.headers)
+        if error is not None:
+            self._refuse(error)
+        self._end_head()
+        if self.parser.should_upgrade():
+            self._skipped_body = body_framing(self.headers)
+        self.scope["method"] = method.decode("ascii")
+        self.scope["http_version"] = version
+        # the target as h11 took it: a path (or *, an authority, an absolute URL) and query
+        raw_path, _, query = self.url.partition(b"?")
+        path = urllib.parse.unquote(raw_path.decode("latin-1"))
+        self.scope["path"] = self.root_path + path
+        self.scope["raw_path"] = self.root_path.encode("ascii") + raw_path
+        self.scope["query_string"] = query
+
+        app = self.app
+        if self.limit_concurrency is not None and (
+            len(self.connections) >= self.limit_concurrency
+            or len(self.tasks) >= self.limit_concurrency
+        ):
+            app = service_unavailable
+            self.logger.warning("Exceeded concurrency limit.")
+
+        existing = self.cycle
+        self.cycle = RequestResponseCycle(
+            scope=self.scope,
+            transport=self.transport,
+            flow=self.flow,
+            logger=self.logger,
+            access_logger=self.access_logger,
+            access_log=self.access_log,
+            default_headers=self.server_state.default_headers,
+            message_event=asyncio.Event(),
+            expect_100_continue=self.expect_100_continue,
+            keep_alive=version != "1.0" and self.parser.should_keep_alive(),
+            on_response=self.on_response_complete,
+        )
+        if existing is None or existing.response_complete:
+            self._start_asgi_task(self.cycle, app)
+        else:  # pipelined: answered after the requests before it
+            self.flow.pause_reading()
+            self.pipeline.appendleft((self.cycle, app))
+
+    def on_body(self, body: bytes) -> None:
+        self._bodies += 1
+        super().on_body(body)
+
+    def on_message_complete(self) -> None:
+        if self._skipped_body is not None:
+            return  # an upgrade request's body, which llhttp skipped: read next
+        self._reading = "head"
+        super().on_message_complete()
+
+    def _end_head(self) -> None:
+        self._heads += 1
+        self._reading = "body"
+        self._head_started = False
+        self._head_bytes = self._framing_bytes = 0
+        if self._head_timer is not None:
+            self._head_timer.cancel()
+            self._head_timer = None
+
+    def _check_section(self) -> None:
+        size = len(self.parser.get_method()) + len(self.url) + 12 + self._fields
+        if size > self.limits.max_header_section:  # "GET / HTTP/1.1\r\n" counted as 12
+            self._refuse(too_large(f"{size} bytes", self.limits.max_header_section))
 
     # --- refusals ----------------------------------------------------------------------
 
+    def _refuse(self, error: S3Error) -> None:
+        """Stop the parser at this head, refused."""
+        self._refusal = self._refusal_of(error)
+        raise _Refused
+
+    def _refusal_of(self, error: S3Error) -> Refusal:
+        """A refusal of the request whose head is arriving, with what is known of it."""
+        if not self._head_started or not self.url:
+            return Refusal(error, False)
+        method = self.parser.get_method().decode("latin-1")
+        return Refusal(error, False, method, self.url.split(b"?", 1)[0][:1024].decode("latin-1"))
+
+    def _refusal_for(self, error: httptools.HttpParserError) -> Refusal:
+        refusal, self._refusal = self._refusal, None
+        if refusal is not None:
+            return refusal
+        if isinstance(error, httptools.HttpParserCallbackError):  # a fault here, not the client's
+            log.error("an HTTP parser callback failed", exc_info=error.__context__ or error)
+            return self._refusal_of(S3Error("InternalError", "we encountered an internal error"))
+        if self._reading == "body":
+            return Refusal(error_of(str(error), True, ""), True)
+        if isinstance(error, httptools.HttpParserInvalidMethodError):
+            refusal = unknown_method(self._head_start)
+            if refusal is not None:
+                return refusal
+        return self._refusal_of(error_of(str(error), False, self.parser.get_http_version()))
+
     def _refused(self, refusal: Refusal) -> None:
+        self.dropping = True
         cycle = self.cycle
-        if refusal.in_body and cycle is not None and not cycle.response_complete:
-            self.dropping = True
-            if cycle.response_started:
+        if refusal.in_body:
+            if cycle is None or cycle.response_complete:  # the body of an answered request
+                self.close()
+            elif cycle.response_started:
                 self.close()  # too late to answer
             else:
                 # the app answers it when it next reads the body, then closes
                 self._broken = (cycle, refusal.error)
                 cycle.keep_alive = False
                 cycle.message_event.set()
-            return
-        if refusal.in_body:  # the body of a request already answered
-            self.close()
+        elif cycle is not None and not cycle.response_complete:
+            self._deferred = refusal  # answered after the requests before it
         else:
             self._answer(refusal)
 
     def _answer(self, refusal: Refusal) -> None:
         """Answer a request the app never saw with S3's error XML, then close."""
-        assert self._raw is not None
+        assert self.raw is not None
         error = refusal.error
         client = self.client[0] if self.client else ""
-        context = RequestContext.new(client)
         log.info(
             "refused a request from %s (%s %s): %s: %s",
             client or "?",
@@ -309,36 +376,12 @@ class S3Protocol(H11Protocol):
             error.code,
             error.message,
         )
-        response = error_response(error, context, refusal.resource, refusal.method, has_body=True)
-        head = [b"HTTP/1.1 %d %s\r\n" % (response.status_code, _reason(response.status_code))]
-        head += [b"%s: %s\r\n" % header for header in response.raw_headers]
-        if not self._raw.is_closing():
-            self._raw.write(b"".join(head) + b"\r\n" + response.body)
+        status, data = answer(refusal, client)
+        if not self.raw.is_closing():
+            self.raw.write(data)
         if self.metrics is not None:
-            self.metrics.requests.labels("Unknown", str(response.status_code)).inc()
-        self._linger()
-
-    def _linger(self) -> None:
-        """Shut the sending side once the answer is out, read off and drop what the client
-        still sends; close when it closes, or past the linger limits."""
-        assert self._raw is not None
-        self.lingering = self.dropping = True
-        self._cancel_timers()
-        self._unset_keepalive_if_required()
-        if self._raw.is_closing():
-            return
-        try:
-            if self._raw.can_write_eof():
-                self._raw.write_eof()
-        except OSError:  # the client is gone already (ENOTCONN): nothing to linger for
-            self._raw.close()
-            return
-        self._raw.resume_reading()
-        self._linger_timer = self.loop.call_later(self.limits.linger_timeout, self._close_now)
-
-    def _close_now(self) -> None:
-        if self._raw is not None:
-            self._raw.close()
+            self.metrics.requests.labels("Unknown", str(status)).inc()
+        self.linger()
 
     # --- timeouts ----------------------------------------------------------------------
 
@@ -353,50 +396,22 @@ class S3Protocol(H11Protocol):
             return
         if self.cycle is not None and not self.cycle.response_complete:
             return  # a request is being answered
-        if self.conn.trailing_data[0]:  # a request head started, and stalled
-            self._answer(Refusal(S3Error("RequestTimeout", REQUEST_TIMEOUT), False))
-            return
-        with contextlib.suppress(h11.LocalProtocolError):  # nothing was sent: close quietly
-            self.conn.send(h11.ConnectionClosed())
-        self._close_now()
+        if self._head_started:  # a request head started, and stalled
+            self._answer(self._refusal_of(S3Error("RequestTimeout", REQUEST_TIMEOUT)))
+        else:  # nothing was sent: close quietly
+            self.close_now()
 
-    def _cancel_timers(self) -> None:
-        for timer in (self._head_timer, self._linger_timer):
-            if timer is not None:
-                timer.cancel()
-        self._head_timer = self._linger_timer = None
+    def stop_timers(self) -> None:
+        super().stop_timers()
+        self._unset_keepalive_if_required()
+        if self._head_timer is not None:
+            self._head_timer.cancel()
+            self._head_timer = None
 
-    def _with_body_timeout(self, app: Any) -> Any:
-        """The ASGI app with a `receive` that raises `S3Error` RequestTimeout when the
-        client sends no body byte for `body_timeout` while the app waits for one, and the
-        broken-body error when the framing failed."""
-        protocol = self
+    def _start_asgi_task(self, cycle: RequestResponseCycle, app: Any) -> None:
         timeout = self.limits.body_timeout
+        super()._start_asgi_task(cycle, with_body_timeout(app, cycle, timeout, self._broken_body))
 
-        async def guarded(scope: Any, receive: Any, send: Any) -> None:
-            cycle = protocol.cycle
-
-            async def timed_receive() -> Any:
-                if protocol._broken is not None and protocol._broken[0] is cycle:
-                    raise protocol._broken[1]
-                if cycle.body or not cycle.more_body or cycle.disconnected:
-                    return await receive()  # no wait for the client
-                try:
-                    async with asyncio.timeout(timeout):
-                        message = await receive()
-                except TimeoutError:
-                    raise S3Error("RequestTimeout", REQUEST_TIMEOUT) from None
-                if protocol._broken is not None and protocol._broken[0] is cycle:
-                    raise protocol._broken[1]
-                return message
-
-            await app(scope, timed_receive, send)
-
-        return guarded
-
-
-def _reason(status: int) -> bytes:
-    try:
-        return HTTPStatus(status).phrase.encode()
-    except ValueError:
-        return b""
+    def _broken_body(self, cycle: RequestResponseCycle) -> S3Error | None:
+        broken = self._broken
+        return broken[1] if broken is not None and broken[0] is cycle else None
