@@ -1,0 +1,161 @@
+"""Per-key ordered delivery (a topic's `ordering = per-key`): what keeps one object's events
+in sequencer order on their way to a destination, across failures, retries, the retry
+queue, the dead letters and restarts.
+
+A key (`<bucket>/<key>`) is **held** at a destination while any of its events waits in that
+destination's retry queue or dead letters; a held key's new events go to the queue behind
+them, whatever their own outcome would have been. The state is the metabase's tables
+(`ripple.pipeline.queue` keeps each event's object and sequencer), so it outlives a restart
+and is the same for every process that delivers or drains.
+
+- A batch sends a key's events in **waves** (`lanes`): the first event of every key, then the
+  second, …, so no key has two events in flight. A key whose event still fails after the
+  in-batch retries (or is refused for good) stops: its later events go to the queue.
+- The drain sends only each key's **head**, its queued event of least sequencer, and only
+  while the key has no dead letters (`heads`); after the head is delivered the next is the
+  head. A dead letter keeps its key held until it is replayed or purged; the key's queued
+  events meanwhile only age into the dead letters, head first.
+- Queued events that cannot go yet are put off (`put_off`) so the driver does not start
+  drains for them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+import sqlalchemy as sa
+
+from ripple.pipeline.queue import Queued, object_of, queued_of
+from ripple.pipeline.schema import dead_letters, delivery_retries
+from ripple.targets.base import Delivery
+
+__all__ = ["heads", "held", "lanes", "put_off", "sequence_key"]
+
+_CHUNK = 500  # values in one IN (...)
+
+
+def sequence_key(sequencer: str | None) -> tuple[int, str]:
+    """What orders one key's sequencers: length, then value (S3's rule; ripple's are all 24
+    upper-case hex digits)."""
+    text = sequencer or ""
+    return len(text), text
+
+
+def lanes(deliveries: Sequence[Delivery]) -> list[list[Delivery]]:
+    """The deliveries by key, each key's in sequencer order (a batch's are in commit order
+    already; the sort is stable). An event of no object is a lane of its own."""
+    by_key: dict[str, list[Delivery]] = {}
+    alone: list[list[Delivery]] = []
+    for d in deliveries:
+        path, _ = object_of(d)
+        if path is None:
+            alone.append([d])
+        else:
+            by_key.setdefault(path, []).append(d)
+    ordered = [sorted(ds, key=lambda d: sequence_key(object_of(d)[1])) for ds in by_key.values()]
+    return ordered + alone
+
+
+def held(engine: sa.Engine, destination: str, paths: Iterable[str]) -> set[str]:
+    """Which of `paths` the destination holds: those with an event in its retry queue or
+    its dead letters. Two indexed lookups when it has neither (the usual case)."""
+    r, d = delivery_retries.c, dead_letters.c
+    with engine.connect() as conn:
+        queued = conn.execute(sa.select(r.id).where(r.destination == destination).limit(1))
+        dead = conn.execute(sa.select(d.id).where(d.destination == destination).limit(1))
+        if queued.first() is None and dead.first() is None:
+            return set()
+        listed = sorted(set(paths))
+        found: set[str] = set()
+        for start in range(0, len(listed), _CHUNK):
+            chunk = listed[start : start + _CHUNK]
+            query = sa.union(
+                sa.select(r.object_path).where(
+                    r.destination == destination, r.object_path.in_(chunk)
+                ),
+                sa.select(d.object_path).where(
+                    d.destination == destination, d.object_path.in_(chunk)
+                ),
+            )
+            found.update(conn.execute(query).scalars())
+        return found
+
+
+def _ordered(column: Any, dialect: str) -> Any:
+    """`column` compared byte by byte (PostgreSQL's collations need not order hex so)."""
+    return column.collate("C") if dialect == "postgresql" else column
+
+
+def _earlier(a: Any, b: Any, dialect: str) -> sa.ColumnElement[bool]:
+    """Row `a` is an earlier event of the same key as row `b`."""
+    a_seq, b_seq = _ordered(a.sequencer, dialect), _ordered(b.sequencer, dialect)
+    shorter = sa.func.length(a.sequencer) < sa.func.length(b.sequencer)
+    same_length = sa.func.length(a.sequencer) == sa.func.length(b.sequencer)
+    return sa.and_(
+        a.destination == b.destination,
+        a.object_path == b.object_path,
+        sa.or_(shorter, sa.and_(same_length, a_seq < b_seq)),
+    )
+
+
+def heads(
+    engine: sa.Engine, destination: str, now_ns: int, expired_before_ns: int, limit: int
+) -> list[Queued]:
+    """The destination's due queued events that head their key (no earlier event of the key
+    is queued), oldest in the queue first: those whose key has no dead letters, to send, and
+    those whose key has, only when they first failed before `expired_before_ns` (so that
+    they go to the dead letters in order)."""
+    r = delivery_retries.alias("r")
+    e = delivery_retries.alias("e")
+    dialect = engine.dialect.name
+    earlier = sa.exists().where(_earlier(e.c, r.c, dialect))
+    dead = sa.exists().where(
+        dead_letters.c.destination == r.c.destination,
+        dead_letters.c.object_path == r.c.object_path,
+    )
+    query = (
+        sa.select(r)
+        .where(
+            r.c.destination == destination,
+            r.c.next_attempt_ns <= now_ns,
+            ~earlier,
+            sa.or_(~dead, r.c.first_failed_ns < expired_before_ns),
+        )
+        .order_by(r.c.id)
+        .limit(limit)
+    )
+    with engine.connect() as conn:
+        return [queued_of(row, row.last_error) for row in conn.execute(query)]
+
+
+def put_off(engine: sa.Engine, destination: str, now_ns: int, ttl_ns: int, wait_ns: int) -> None:
+    """After a drain that sent every head it could: put off the destination's due events
+    that cannot go yet, so the driver starts no drain for them. Those of a key held by dead
+    letters wait until they outlive the time-to-live (or `wait_ns`, if they have already:
+    their head has not); those behind a head that waits for its next attempt, until then."""
+    r = delivery_retries.c
+    e = delivery_retries.alias("e")
+    dialect = engine.dialect.name
+    expiry = r.first_failed_ns + ttl_ns
+    dead = sa.exists().where(
+        dead_letters.c.destination == r.destination,
+        dead_letters.c.object_path == r.object_path,
+    )
+    mine = sa.and_(r.destination == destination, r.next_attempt_ns <= now_ns)
+    latest_earlier = (
+        sa.select(sa.func.max(e.c.next_attempt_ns))
+        .where(_earlier(e.c, r, dialect))
+        .scalar_subquery()
+    )
+    with engine.begin() as conn:
+        conn.execute(
+            sa.update(delivery_retries)
+            .where(mine, dead)
+            .values(next_attempt_ns=sa.case((expiry > now_ns, expiry), else_=now_ns + wait_ns))
+        )
+        conn.execute(
+            sa.update(delivery_retries)
+            .where(mine, sa.exists().where(_earlier(e.c, r, dialect)))
+            .values(next_attempt_ns=latest_earlier)
+        )
