@@ -223,12 +223,13 @@ def push_target(topic: Topic) -> Target | None:
             except ValueError as e:
                 raise ValueError(f"topic {topic.name!r}: {e}") from None
     arguments = {k: v for k, v in topic.arguments.items() if k not in COMMON_ARGUMENTS}
-    if topic.kind == "pubsub" and ORDERING in topic.arguments:  # per-key: its ordering keys too
+    if ORDERING in topic.arguments:
         try:
             order = _ordering(topic)
         except ValueError as e:
             raise ValueError(f"topic {topic.name!r}: {e}") from None
-        arguments[ORDERING] = {"per-key": "true", "off": "false"}.get(order, order)
+        if topic.kind == "pubsub":  # per-key: its ordering keys too
+            arguments[ORDERING] = {"per-key": "true", "off": "false"}.get(order, order)
     if topic.label:  # an API topic, named by its ARN: brokers see the name its owner gave it
         default = {
             "amqp": "amqp-routing-key",

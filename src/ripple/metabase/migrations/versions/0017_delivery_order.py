@@ -19,6 +19,7 @@ Create Date: 2026-12-02
 from __future__ import annotations
 
 from typing import Any
+
 import orjson
 import sqlalchemy as sa
 from alembic import op
