@@ -160,3 +160,43 @@ def test_each_keys_events_arrive_in_sequencer_order_and_none_is_lost(
     for d in run.made:
         expected.setdefault(d.attributes["key"], []).append(d.attributes["sequencer"])
     assert received_per_key(target.received) == expected
+
+
+def test_order_holds_while_a_drain_runs_beside_the_batches(db: Metabase) -> None:
+    """Batches in one thread and drains in another, each with its own Deliverer and queue
+    over the database (as a Spark task and the drain task in two Python workers), against a
+    destination that fails at random: each key's events still arrive in order."""
+    import random
+
+    rng = random.Random(27)
+    schedule = [rng.choice(ANSWERS[:2] + ANSWERS[3:]) for _ in range(400)]
+    target = ScheduledTarget(schedule)
+    batches = Run(db.writer, target)
+    drains = Run(db.writer, target)
+    done = threading.Event()
+    errors: list[BaseException] = []
+
+    def drain() -> None:
+        try:
+            while not done.is_set():
+                drains.step(("drain",))
+        except BaseException as e:
+            errors.append(e)
+
+    drainer = threading.Thread(target=drain)
+    drainer.start()
+    try:
+        for n in range(60):
+            keys = [rng.choice(KEYS) for _ in range(rng.randint(1, 6))]
+            batches.step(("batch", keys))
+            if n % 7 == 6:
+                batches.step(("rerun",))
+    finally:
+        done.set()
+        drainer.join()
+    assert errors == []
+    batches.finish()
+    expected: dict[str, list[str]] = {}
+    for d in batches.made:
+        expected.setdefault(d.attributes["key"], []).append(d.attributes["sequencer"])
+    assert received_per_key(target.received) == expected
