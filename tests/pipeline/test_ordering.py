@@ -9,6 +9,7 @@ import time
 from collections.abc import Callable
 
 import pytest
+import sqlalchemy as sa
 
 from ripple.metabase import Metabase
 from ripple.notifications.topics import Topic
@@ -243,3 +244,36 @@ def test_pubsub_ordering_sets_its_ordering_keys_and_per_key_also_the_hold(
     target = push_target(topic)
     assert getattr(target, "ordering", None) is keys
     assert policy_of(topic).per_key_order is held
+
+
+@pytest.mark.postgresql
+def test_a_replay_between_the_hold_checks_statements_still_holds_the_key(
+    postgres_db: Metabase,
+) -> None:
+    """A replay commits while the batch asks whether its keys are held: the key's dead
+    letter is then in the queue, and the key is held either way."""
+    queue = RetryQueue(postgres_db.writer)
+    target = RecordingTarget("hook", failing("a-1", answer=REFUSED))
+    d = ordered(queue, target)
+    d.deliver({"topic": [event("a", 1)]})
+    assert queue.dead_count("hook") == 1
+    assert queue.length("hook") == 0
+    target.answer = lambda _d, _n: OK
+    replayed: list[int] = []
+
+    def replay_once(conn, cursor, statement, parameters, context, executemany):  # type: ignore[no-untyped-def]
+        if replayed or not statement.lstrip().startswith("SELECT"):
+            return
+        if "dead_letters" in statement:  # the replay commits before this one reads
+            replayed.append(-1)
+            replayed[0] = queue.replay("hook")
+
+    sa.event.listen(queue.engine, "before_cursor_execute", replay_once)
+    try:
+        d.deliver({"topic": [event("a", 2)]})
+    finally:
+        sa.event.remove(queue.engine, "before_cursor_execute", replay_once)
+    assert replayed == [1]
+    assert target.acked_ids() == []  # a-2 waits behind the replayed a-1
+    assert d.drain(now_ns=soon()) == 2
+    assert target.acked_ids() == ["a-1", "a-2"]
