@@ -5,6 +5,7 @@ purged, and all of it holds for a new Deliverer over the same database."""
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Callable
 
@@ -277,3 +278,59 @@ def test_a_replay_between_the_hold_checks_statements_still_holds_the_key(
     assert target.acked_ids() == []  # a-2 waits behind the replayed a-1
     assert d.drain(now_ns=soon()) == 2
     assert target.acked_ids() == ["a-1", "a-2"]
+
+
+def _waiting(engine: sa.Engine, statement: str) -> bool:
+    """Does a session of this database wait for a lock in a statement starting so?"""
+    with engine.connect() as conn:
+        return bool(
+            conn.execute(
+                sa.text(
+                    "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database()"
+                    " AND wait_event_type = 'Lock' AND query LIKE :start"
+                ),
+                {"start": statement + "%"},
+            ).scalar_one()
+        )
+
+
+def _until(condition: Callable[[], bool], what: str) -> None:
+    deadline = time.monotonic() + 30
+    while not condition():
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        time.sleep(0.02)
+
+
+@pytest.mark.postgresql
+def test_a_replay_during_a_drains_put_off_leaves_the_keys_events_due(
+    postgres_db: Metabase,
+) -> None:
+    """A drain puts off a held key's due events while a replay frees the key: the events
+    must not end up put off to the time-to-live (and then die untried). The test holds the
+    key's queued row locked so the drain's UPDATE has read (its snapshot: the dead letter
+    still there) before the replay commits."""
+    queue = RetryQueue(postgres_db.writer)
+    target = RecordingTarget("hook", failing("a-2", answer=REFUSED))
+    d = ordered(queue, target)
+    d.deliver({"topic": [event("a", 1), event("a", 2), event("a", 3)]})
+    assert [q.event_id for q in queue.dead("hook")] == ["a-2"]
+    target.answer = lambda _d, _n: OK
+    time.sleep(0.01)  # a-3's first backoff has passed: it is due for the replay too
+
+    with queue.engine.connect() as locker:
+        locker.execute(sa.text("SELECT id FROM delivery_retries WHERE event_id = 'a-3' FOR UPDATE"))
+        drain = threading.Thread(target=d.drain, kwargs={"now_ns": soon()})
+        drain.start()
+        _until(lambda: _waiting(queue.engine, "UPDATE delivery_retries"), "the put-off")
+        replay = threading.Thread(target=queue.replay, args=("hook",))
+        replay.start()
+        _until(
+            lambda: not replay.is_alive() or _waiting(queue.engine, "DELETE FROM dead_letters"),
+            "the replay",
+        )
+        locker.rollback()
+    drain.join(30)
+    replay.join(30)
+    assert queue.dead_count() == 0
+    assert d.drain(now_ns=soon()) == 2
+    assert target.acked_ids() == ["a-1", "a-2", "a-3"]

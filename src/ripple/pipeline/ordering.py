@@ -156,7 +156,28 @@ def put_off(engine: sa.Engine, destination: str, now_ns: int, ttl_ns: int, wait_
         .where(_earlier(e.c, r, dialect))
         .scalar_subquery()
     )
+    # Lock the dead letters that hold due events first (PostgreSQL; SQLite has one writer
+    # at a time anyway). A replay or purge deletes dead letters: it either committed before
+    # the lock (then the UPDATE below, a statement of its own and so a newer snapshot, sees
+    # the key free), or it waits for this transaction and then makes the key's put-off
+    # events due again (`queue._due_again`, whose statement reads after this commit).
+    # Re-evaluating the UPDATE's WHERE on a concurrently changed row is no substitute: the
+    # EXISTS over the dead letters would still read the UPDATE's own, older snapshot.
+    d = dead_letters.c
+    holding = (
+        sa.select(d.id)
+        .where(
+            d.destination == destination,
+            sa.exists().where(
+                r.destination == d.destination,
+                r.object_path == d.object_path,
+                r.next_attempt_ns <= now_ns,
+            ),
+        )
+        .with_for_update(read=True, of=dead_letters)
+    )
     with engine.begin() as conn:
+        conn.execute(holding).all()
         conn.execute(
             sa.update(delivery_retries)
             .where(mine, dead)
