@@ -308,6 +308,12 @@ class Deliverer:
     def _attempt_queued(self, target: Target, due: list[Queued], now_ns: int) -> int:
         """One attempt of queued events; those past the time-to-live or retry limit go to
         the dead letters instead. How many were delivered."""
+        return len(self._try_queued(target, due, now_ns)[0])
+
+    def _try_queued(
+        self, target: Target, due: list[Queued], now_ns: int
+    ) -> tuple[set[int], set[int]]:
+        """`_attempt_queued`; the ids delivered, and those buried as expired."""
         policy = self.policy(target)
         expired = [
             (e, f"expired after {e.attempts} attempts: {e.error}")
@@ -320,7 +326,7 @@ class Deliverer:
         if expired:
             self._bury(target, expired)
         if not entries:
-            return 0
+            return set(), dead_ids
         results = target.publish([delivery_of(e) for e in entries])
         ok, retry = self._answered(target, entries, results)
         self.queue.delivered(e.id for e in ok)
@@ -330,23 +336,45 @@ class Deliverer:
                 for e, error in retry
             ]
         )
-        return len(ok)
+        return {e.id for e in ok}, dead_ids
 
     def _drain_in_order(self, target: Target, now_ns: int, limit: int) -> int:
-        """Per-key ordering: each key's head only, round after round (a delivered head's
-        successor is the next round's head) until nothing more can go or `limit` events
-        were tried; then what cannot go yet is put off."""
+        """Per-key ordering: each key's head only, wave after wave, from a page of lanes
+        (`ordering.due_lanes`): a key's next event goes in the next wave once its head was
+        delivered (or, past the time-to-live too, once its head was buried as expired). A
+        page costs one query, whatever a key's backlog. Until nothing more can go or `limit`
+        events were tried; then what cannot go yet is put off."""
         policy = self.policy(target)
         ttl_ns = int(policy.time_to_live_s * 1e9)
+        expired_before = now_ns - ttl_ns
         delivered, budget = 0, limit
         while budget > 0:
-            heads = ordering.heads(self.queue.engine, target.name, now_ns, now_ns - ttl_ns, budget)
-            if not heads:
+            flowing = ordering.due_lanes(
+                self.queue.engine, target.name, now_ns, expired_before, budget
+            )
+            if not flowing:
                 wait_ns = int(policy.max_delay_s * 1e9)
                 ordering.put_off(self.queue.engine, target.name, now_ns, ttl_ns, wait_ns)
                 break
-            budget -= len(heads)
-            delivered += self._attempt_queued(target, heads, now_ns)
+            wave = 0
+            while flowing and budget > 0:
+                heads = [lane[wave] for lane in flowing]
+                budget -= len(heads)
+                ok, expired = self._try_queued(target, heads, now_ns)
+                delivered += len(ok)
+                flowing = [
+                    lane
+                    for lane in flowing
+                    if len(lane) > wave + 1
+                    and (
+                        lane[wave].id in ok
+                        or (
+                            lane[wave].id in expired
+                            and lane[wave + 1].first_failed_ns < expired_before
+                        )
+                    )
+                ]
+                wave += 1
         return delivered
 
 

@@ -12,9 +12,10 @@ and is the same for every process that delivers or drains.
   second, …, so no key has two events in flight. A key whose event still fails after the
   in-batch retries (or is refused for good) stops: its later events go to the queue.
 - The drain sends only each key's **head**, its queued event of least sequencer, and only
-  while the key has no dead letters (`heads`); after the head is delivered the next is the
-  head. A dead letter keeps its key held until it is replayed or purged; the key's queued
-  events meanwhile only age into the dead letters, head first.
+  while the key has no dead letters (`due_lanes`); after the head is delivered the next is
+  the head (read with it, in the same page). A dead letter keeps its key held until it is
+  replayed or purged; the key's queued events meanwhile only age into the dead letters,
+  head first.
 - Queued events that cannot go yet are put off (`put_off`) so the driver does not start
   drains for them.
 """
@@ -30,7 +31,7 @@ from ripple.pipeline.queue import Queued, object_of, queued_of
 from ripple.pipeline.schema import dead_letters, delivery_retries
 from ripple.targets.base import Delivery
 
-__all__ = ["heads", "held", "lanes", "put_off", "sequence_key"]
+__all__ = ["due_lanes", "held", "lanes", "put_off", "sequence_key"]
 
 _CHUNK = 500  # values in one IN (...)
 
@@ -107,34 +108,55 @@ def _earlier(a: Any, b: Any, dialect: str) -> sa.ColumnElement[bool]:
     )
 
 
-def heads(
+def due_lanes(
     engine: sa.Engine, destination: str, now_ns: int, expired_before_ns: int, limit: int
-) -> list[Queued]:
-    """The destination's due queued events that head their key (no earlier event of the key
-    is queued), oldest in the queue first: those whose key has no dead letters, to send, and
-    those whose key has, only when they first failed before `expired_before_ns` (so that
-    they go to the dead letters in order)."""
-    r = delivery_retries.alias("r")
-    e = delivery_retries.alias("e")
+) -> list[list[Queued]]:
+    """The destination's due queued events as lanes: each key's head (its queued event of
+    least sequencer) and the due events that follow it, in sequencer order, at most `limit`
+    events in all, heads first (oldest in the queue first), then the second of each lane,
+    and so on. Of a key with dead letters, only events that first failed before
+    `expired_before_ns` (so that they go to the dead letters in order). An event of no
+    object is a lane of its own.
+
+    One statement: a window numbers each key's events (length, then value of the
+    sequencer), so a hot key's followers are read once per page, not once per head. The
+    caller sends a lane's next event only after its previous one went."""
+    r = delivery_retries
     dialect = engine.dialect.name
-    earlier = sa.exists().where(_earlier(e.c, r.c, dialect))
+    place = sa.func.row_number().over(
+        partition_by=r.c.object_path,
+        order_by=(sa.func.length(r.c.sequencer), _ordered(r.c.sequencer, dialect)),
+    )
+    numbered = (
+        sa.select(r, sa.case((r.c.object_path.is_(None), 1), else_=place).label("place"))
+        .where(r.c.destination == destination)
+        .subquery()
+    )
+    q = numbered.c
     dead = sa.exists().where(
-        dead_letters.c.destination == r.c.destination,
-        dead_letters.c.object_path == r.c.object_path,
+        dead_letters.c.destination == q.destination,
+        dead_letters.c.object_path == q.object_path,
     )
     query = (
-        sa.select(r)
+        sa.select(numbered)
         .where(
-            r.c.destination == destination,
-            r.c.next_attempt_ns <= now_ns,
-            ~earlier,
-            sa.or_(~dead, r.c.first_failed_ns < expired_before_ns),
+            q.place <= limit,
+            q.next_attempt_ns <= now_ns,
+            sa.or_(~dead, q.first_failed_ns < expired_before_ns),
         )
-        .order_by(r.c.id)
+        .order_by(q.place, q.id)
         .limit(limit)
     )
+    lanes: dict[object, list[Queued]] = {}
     with engine.connect() as conn:
-        return [queued_of(row, row.last_error) for row in conn.execute(query)]
+        for row in conn.execute(query):
+            lane_key = row.object_path if row.object_path is not None else ("alone", row.id)
+            lane = lanes.get(lane_key)
+            if row.place == 1:
+                lanes[lane_key] = [queued_of(row, row.last_error)]
+            elif lane is not None and len(lane) == row.place - 1:  # no gap: the one before
+                lane.append(queued_of(row, row.last_error))
+    return list(lanes.values())
 
 
 def put_off(engine: sa.Engine, destination: str, now_ns: int, ttl_ns: int, wait_ns: int) -> None:
