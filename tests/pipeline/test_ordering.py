@@ -381,3 +381,19 @@ def test_draining_a_hot_key_costs_linear_work(db: Metabase) -> None:
     assert statements_2 <= 2 * 300 + 20
     if db.writer.dialect.name == "sqlite":
         assert steps_2 < 2.6 * steps, (steps, steps_2)
+
+
+def test_a_purged_event_is_not_sent_from_a_queued_copy(queue: RetryQueue) -> None:
+    """A crash between burying a refused event and queueing its key's later events, and
+    the batch's re-run, can leave the refused event both dead and queued: purging it
+    deletes the queued copy too."""
+    target = RecordingTarget("hook", failing("a-1", answer=REFUSED))
+    d = ordered(queue, target)
+    d.deliver({"topic": [event("a", 1), event("a", 2)]})
+    queue.enqueue("hook", [(event("a", 1), "the re-run queued it behind itself")], 0)
+    assert sorted(q.event_id for q in queue.due("hook", soon())) == ["a-1", "a-2"]
+    target.answer = lambda _d, _n: OK
+    assert queue.purge("hook", "photos/a") == 1
+    assert d.drain(now_ns=soon()) == 1
+    assert target.acked_ids() == ["a-2"]
+    assert queue.length() == 0

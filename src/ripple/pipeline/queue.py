@@ -249,10 +249,14 @@ class RetryQueue:
         return len(rows)
 
     def purge(self, destination: str | None = None, object_path: str | None = None) -> int:
-        """Delete dead letters for good (of one destination, of one object); the queued
-        events of their keys, which per-key ordering held back behind them, are due now."""
-        d = dead_letters.c
-        query = sa.select(d.id, d.destination, d.object_path)
+        """Delete dead letters for good (of one destination, of one object), and any queued
+        copy of the same events at their destination: a refused event is buried in one
+        transaction and its batch's later events queued in another, so a crash between and
+        the batch's re-run can leave it both dead and queued; a purged event is never sent.
+        The queued events of their keys, which per-key ordering held back behind them, are
+        due now."""
+        d, r = dead_letters.c, delivery_retries.c
+        query = sa.select(d.id, d.destination, d.object_path, d.event_id)
         if destination is not None:
             query = query.where(d.destination == destination)
         if object_path is not None:
@@ -262,6 +266,17 @@ class RetryQueue:
             ids = [row.id for row in rows]
             for start in range(0, len(ids), _CHUNK):
                 conn.execute(sa.delete(dead_letters).where(d.id.in_(ids[start : start + _CHUNK])))
+            events: dict[str, list[str]] = {}
+            for row in rows:
+                events.setdefault(row.destination, []).append(row.event_id)
+            for dest, event_ids in events.items():
+                for start in range(0, len(event_ids), _CHUNK):
+                    conn.execute(
+                        sa.delete(delivery_retries).where(
+                            r.destination == dest,
+                            r.event_id.in_(event_ids[start : start + _CHUNK]),
+                        )
+                    )
             _due_again(conn, rows, time.time_ns())
         return len(rows)
 
