@@ -39,10 +39,6 @@ def upgrade() -> None:
     for table in _TABLES:
         op.add_column(table, sa.Column("object_path", sa.Text, nullable=True))
         op.add_column(table, sa.Column("sequencer", sa.String(64), nullable=True))
-    op.create_index(
-        "delivery_retries_key", "delivery_retries", ["destination", "object_path", "sequencer"]
-    )
-    op.create_index("dead_letters_key", "dead_letters", ["destination", "object_path"])
     conn = op.get_bind()
     for table in _TABLES:
         _fill(
@@ -55,6 +51,11 @@ def upgrade() -> None:
                 sa.column("sequencer"),
             ),
         )
+    # after the backfill: built once over the filled rows, not kept up to date row by row
+    op.create_index(
+        "delivery_retries_key", "delivery_retries", ["destination", "object_path", "sequencer"]
+    )
+    op.create_index("dead_letters_key", "dead_letters", ["destination", "object_path"])
 
 
 def _fill(conn: sa.Connection, table: sa.TableClause) -> None:
@@ -67,14 +68,19 @@ def _fill(conn: sa.Connection, table: sa.TableClause) -> None:
         ).all()
         if not rows:
             return
-        for row in rows:
-            path, sequencer = _of(row.event)
-            if path is not None:
-                conn.execute(
-                    sa.update(table)
-                    .where(c.id == row.id)
-                    .values(object_path=path, sequencer=sequencer)
-                )
+        filled = [
+            {"row_id": row.id, "path": path, "seq": sequencer}
+            for row in rows
+            for path, sequencer in [_of(row.event)]
+            if path is not None
+        ]
+        if filled:  # one executemany a page
+            conn.execute(
+                sa.update(table)
+                .where(c.id == sa.bindparam("row_id"))
+                .values(object_path=sa.bindparam("path"), sequencer=sa.bindparam("seq")),
+                filled,
+            )
         after = rows[-1].id
 
 
