@@ -286,7 +286,12 @@ _CHUNK = 500  # values in one IN (...)
 
 def _due_again(conn: sa.Connection, rows: Sequence[Any], now_ns: int) -> None:
     """Make the queued events of the dead letters' keys (`rows`: destination, object_path)
-    due now: a key held by its dead letters had them put off (`ripple.pipeline.ordering`)."""
+    due now: a key held by its dead letters had them put off (`ripple.pipeline.ordering`).
+    The queue does not know which destinations order per key, so a destination with
+    ordering off gets these events' next attempt early too (harmless: they were due later
+    anyway). Rows already due are left alone: a drain putting them off meanwhile holds the
+    dead letters locked (`ordering.put_off`), so this statement, which runs after the
+    dead letters' deletion was let through, sees what it put off."""
     r = delivery_retries.c
     keys: dict[str, set[str]] = {}
     for row in rows:
