@@ -27,13 +27,11 @@ from typing import Any
 
 import sqlalchemy as sa
 
-from ripple.pipeline.queue import Queued, object_of, queued_of
+from ripple.pipeline.queue import CHUNK, Queued, object_of, queued_of
 from ripple.pipeline.schema import dead_letters, delivery_retries
 from ripple.targets.base import Delivery
 
 __all__ = ["due_lanes", "held", "lanes", "put_off", "sequence_key"]
-
-_CHUNK = 500  # values in one IN (...)
 
 
 def sequence_key(sequencer: str | None) -> tuple[int, str]:
@@ -77,8 +75,8 @@ def held(engine: sa.Engine, destination: str, paths: Iterable[str]) -> set[str]:
             return set()
         listed = sorted(set(paths))
         found: set[str] = set()
-        for start in range(0, len(listed), _CHUNK):
-            chunk = listed[start : start + _CHUNK]
+        for start in range(0, len(listed), CHUNK):
+            chunk = listed[start : start + CHUNK]
             query = sa.union(
                 sa.select(r.object_path).where(
                     r.destination == destination, r.object_path.in_(chunk)
@@ -168,26 +166,23 @@ def put_off(engine: sa.Engine, destination: str, now_ns: int, ttl_ns: int, wait_
     e = delivery_retries.alias("e")
     dialect = engine.dialect.name
     expiry = r.first_failed_ns + ttl_ns
-    dead = sa.exists().where(
-        dead_letters.c.destination == r.destination,
-        dead_letters.c.object_path == r.object_path,
-    )
     mine = sa.and_(r.destination == destination, r.next_attempt_ns <= now_ns)
     latest_earlier = (
         sa.select(sa.func.max(e.c.next_attempt_ns))
         .where(_earlier(e.c, r, dialect))
         .scalar_subquery()
     )
-    # Lock the dead letters that hold due events first (PostgreSQL; SQLite has one writer
-    # at a time anyway). A replay or purge deletes dead letters: it either committed before
-    # the lock (then the UPDATE below, a statement of its own and so a newer snapshot, sees
-    # the key free), or it waits for this transaction and then makes the key's put-off
-    # events due again (`queue._due_again`, whose statement reads after this commit).
-    # Re-evaluating the UPDATE's WHERE on a concurrently changed row is no substitute: the
-    # EXISTS over the dead letters would still read the UPDATE's own, older snapshot.
+    # First lock (PostgreSQL; SQLite has one writer at a time anyway) the dead letters that
+    # hold due events, and put off only the events of their keys. A replay or purge deletes
+    # dead letters: it either committed before the lock (the key is not put off), or it
+    # waits for this transaction and then makes the key's put-off events due again
+    # (`queue._due_again`, a statement that reads after this commit). An EXISTS over the
+    # dead letters in the UPDATE would not do: re-evaluated on a concurrently changed row,
+    # it still reads the UPDATE's own, older snapshot, and a row nobody changed is not
+    # re-evaluated at all.
     d = dead_letters.c
     holding = (
-        sa.select(d.id)
+        sa.select(d.object_path)
         .where(
             d.destination == destination,
             sa.exists().where(
@@ -199,12 +194,13 @@ def put_off(engine: sa.Engine, destination: str, now_ns: int, ttl_ns: int, wait_
         .with_for_update(read=True, of=dead_letters)
     )
     with engine.begin() as conn:
-        conn.execute(holding).all()
-        conn.execute(
-            sa.update(delivery_retries)
-            .where(mine, dead)
-            .values(next_attempt_ns=sa.case((expiry > now_ns, expiry), else_=now_ns + wait_ns))
-        )
+        held_paths = sorted(set(conn.execute(holding).scalars()))
+        for start in range(0, len(held_paths), CHUNK):
+            conn.execute(
+                sa.update(delivery_retries)
+                .where(mine, r.object_path.in_(held_paths[start : start + CHUNK]))
+                .values(next_attempt_ns=sa.case((expiry > now_ns, expiry), else_=now_ns + wait_ns))
+            )
         conn.execute(
             sa.update(delivery_retries)
             .where(mine, sa.exists().where(_earlier(e.c, r, dialect)))

@@ -264,24 +264,24 @@ class RetryQueue:
         with self.engine.begin() as conn:
             rows = conn.execute(query).all()
             ids = [row.id for row in rows]
-            for start in range(0, len(ids), _CHUNK):
-                conn.execute(sa.delete(dead_letters).where(d.id.in_(ids[start : start + _CHUNK])))
+            for start in range(0, len(ids), CHUNK):
+                conn.execute(sa.delete(dead_letters).where(d.id.in_(ids[start : start + CHUNK])))
             events: dict[str, list[str]] = {}
             for row in rows:
                 events.setdefault(row.destination, []).append(row.event_id)
             for dest, event_ids in events.items():
-                for start in range(0, len(event_ids), _CHUNK):
+                for start in range(0, len(event_ids), CHUNK):
                     conn.execute(
                         sa.delete(delivery_retries).where(
                             r.destination == dest,
-                            r.event_id.in_(event_ids[start : start + _CHUNK]),
+                            r.event_id.in_(event_ids[start : start + CHUNK]),
                         )
                     )
             _due_again(conn, rows, time.time_ns())
         return len(rows)
 
 
-_CHUNK = 500  # values in one IN (...)
+CHUNK = 500  # values in one IN (...), here and in `ripple.pipeline.ordering`
 
 
 def _due_again(conn: sa.Connection, rows: Sequence[Any], now_ns: int) -> None:
@@ -299,12 +299,12 @@ def _due_again(conn: sa.Connection, rows: Sequence[Any], now_ns: int) -> None:
             keys.setdefault(row.destination, set()).add(row.object_path)
     for destination, paths in keys.items():
         listed = sorted(paths)
-        for start in range(0, len(listed), _CHUNK):
+        for start in range(0, len(listed), CHUNK):
             conn.execute(
                 sa.update(delivery_retries)
                 .where(
                     r.destination == destination,
-                    r.object_path.in_(listed[start : start + _CHUNK]),
+                    r.object_path.in_(listed[start : start + CHUNK]),
                     r.next_attempt_ns > now_ns,
                 )
                 .values(next_attempt_ns=now_ns)
