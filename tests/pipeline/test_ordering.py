@@ -33,9 +33,10 @@ def soon(seconds: float = 10.0) -> int:
     return time.time_ns() + int(seconds * 1e9)
 
 
-def event(key: str, n: int, bucket: str = "photos") -> Delivery:
-    """Event `n` of `key` (its sequencer grows with `n`), as routing makes it."""
-    sequencer = f"{n:024X}"
+def event(key: str, n: int, bucket: str = "photos", width: int = 24) -> Delivery:
+    """Event `n` of `key` (its sequencer grows with `n`), as routing makes it; `width` 0:
+    a sequencer of no fixed length (0xF, then 0x10: longer is later)."""
+    sequencer = f"{n:0{width}X}" if width else f"{n:X}"
     body = {
         "eventVersion": "2.1",
         "eventName": "ObjectCreated:Put",

@@ -19,10 +19,12 @@ from hypothesis import strategies as st
 
 from ripple.metabase import Metabase
 from ripple.pipeline.deliver import Deliverer
+from ripple.pipeline.ordering import sequence_key
 from ripple.pipeline.queue import RetryQueue
 from ripple.pipeline.schema import dead_letters, delivery_retries
 from ripple.targets.base import OK, Delivery, Outcome, Result
 from ripple.targets.retry import RetryPolicy
+from tests.pipeline.fakes import each_key_once
 from tests.pipeline.test_ordering import event
 
 KEYS = ("a", "b", "c", "d")
@@ -75,7 +77,7 @@ batches = st.lists(st.sampled_from(KEYS), min_size=1, max_size=6).map(lambda ks:
 steps = st.lists(
     st.one_of(
         batches,
-        st.sampled_from([("rerun",), ("drain",), ("replay",), ("restart",)]),
+        st.sampled_from([("rerun",), ("drain",), ("replay",), ("restart",), ("purge",), ("age",)]),
     ),
     min_size=1,
     max_size=25,
@@ -85,12 +87,16 @@ steps = st.lists(
 class Run:
     """A pipeline's delivery to one destination, step by step, over one database."""
 
-    def __init__(self, engine: sa.Engine, target: ScheduledTarget) -> None:
+    def __init__(self, engine: sa.Engine, target: ScheduledTarget, first: int = 0) -> None:
         self.engine = engine
         self.target = target
+        self.first = first  # the first event's number: its sequencer's length grows past 0xF
         self.made: list[Delivery] = []
         self.last: list[Delivery] = []
+        self.purged: set[str] = set()
         self.clock_ns = time.time_ns() + 3600 * 10**9  # every queued event is due
+        # the drains' clock stays within the time-to-live; only `age` goes past it
+        self.clock_cap_ns = self.clock_ns + int(POLICY.time_to_live_s * 1e9) // 2
         self.restart()
 
     def restart(self) -> None:
@@ -102,16 +108,25 @@ class Run:
     def step(self, step: tuple[Any, ...]) -> None:
         match step:
             case ("batch", keys):
-                self.last = [event(k, len(self.made) + i) for i, k in enumerate(keys)]
+                n = self.first + len(self.made)
+                self.last = [event(k, n + i, width=0) for i, k in enumerate(keys)]
                 self.made.extend(self.last)
                 self.deliverer.deliver({"topic": self.last})
             case ("rerun",):  # a crash before the offsets were stored: the batch again
                 self.deliverer.deliver({"topic": self.last})
             case ("drain",):
-                self.clock_ns += 120 * 10**9  # past every backoff, within the time-to-live
+                # past every backoff, within the time-to-live
+                self.clock_ns = min(self.clock_ns + 120 * 10**9, self.clock_cap_ns)
                 self.deliverer.drain(now_ns=self.clock_ns)
+            case ("age",):  # one drain past every queued event's time-to-live
+                past = self.clock_ns + int(POLICY.time_to_live_s * 1e9) + 3600 * 10**9
+                self.deliverer.drain(now_ns=past)
             case ("replay",):
                 self.queue.replay("hook")
+            case ("purge",):  # an operator gives up on the dead letters (after the batch)
+                self.purged.update(q.event_id for q in self.queue.dead("hook", limit=10**6))
+                self.queue.purge("hook")
+                self.last = []
             case ("restart",):
                 self.restart()
 
@@ -125,16 +140,20 @@ class Run:
                 return
         raise AssertionError(f"{self.queue.length()} queued, {self.queue.dead_count()} dead")
 
+    def expected(self) -> dict[str, list[str]]:
+        """Each key's sequencers as made: what the destination must have received in the
+        end, but for purged events it never received."""
+        received = {d.event_id for d in self.target.received}
+        return each_key_once(
+            (d.attributes["key"], d.attributes["sequencer"])
+            for d in self.made
+            if d.event_id not in self.purged or d.event_id in received
+        )
+
 
 def received_per_key(received: Sequence[Delivery]) -> dict[str, list[str]]:
     """Each key's events as received, repeats of an already received one removed."""
-    seen: set[str] = set()
-    per_key: dict[str, list[str]] = {}
-    for d in received:
-        if d.event_id not in seen:
-            seen.add(d.event_id)
-            per_key.setdefault(d.attributes["key"], []).append(d.attributes["sequencer"])
-    return per_key
+    return each_key_once((d.attributes["key"], d.attributes["sequencer"]) for d in received)
 
 
 @settings(
@@ -142,24 +161,26 @@ def received_per_key(received: Sequence[Delivery]) -> dict[str, list[str]]:
     deadline=None,
     suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
 )
-@given(steps=steps, schedule=st.lists(st.sampled_from(ANSWERS), max_size=60))
+@given(
+    steps=steps,
+    schedule=st.lists(st.sampled_from(ANSWERS), max_size=60),
+    first=st.sampled_from([0, 10, 250, 4090]),  # so sequencers grow a digit mid-run
+)
 def test_each_keys_events_arrive_in_sequencer_order_and_none_is_lost(
-    db: Metabase, steps: list[tuple[Any, ...]], schedule: list[str]
+    db: Metabase, steps: list[tuple[Any, ...]], schedule: list[str], first: int
 ) -> None:
     with db.writer.begin() as conn:  # every example starts with empty queues
         conn.execute(sa.delete(delivery_retries))
         conn.execute(sa.delete(dead_letters))
     target = ScheduledTarget(schedule)
-    run = Run(db.writer, target)
+    run = Run(db.writer, target, first)
     for step in steps:
         run.step(step)
         for key, sequencers in received_per_key(target.received).items():
-            assert sequencers == sorted(sequencers), f"{key}'s events out of order after {step}"
+            in_order = sorted(sequencers, key=sequence_key)
+            assert sequencers == in_order, f"{key}'s events out of order after {step}"
     run.finish()
-    expected: dict[str, list[str]] = {}
-    for d in run.made:
-        expected.setdefault(d.attributes["key"], []).append(d.attributes["sequencer"])
-    assert received_per_key(target.received) == expected
+    assert received_per_key(target.received) == run.expected()
 
 
 def test_order_holds_while_a_drain_runs_beside_the_batches(db: Metabase) -> None:
@@ -196,7 +217,4 @@ def test_order_holds_while_a_drain_runs_beside_the_batches(db: Metabase) -> None
         drainer.join()
     assert errors == []
     batches.finish()
-    expected: dict[str, list[str]] = {}
-    for d in batches.made:
-        expected.setdefault(d.attributes["key"], []).append(d.attributes["sequencer"])
-    assert received_per_key(target.received) == expected
+    assert received_per_key(target.received) == batches.expected()

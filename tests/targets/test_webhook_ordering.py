@@ -17,6 +17,7 @@ from ripple.pipeline.deliver import Deliverer
 from ripple.pipeline.queue import RetryQueue
 from ripple.targets.base import Delivery
 from ripple.targets.destinations import policy_of, push_target
+from tests.pipeline.fakes import each_key_once
 from tests.targets.conftest import delivery
 from tests.targets.test_webhook import HookServer, Request
 
@@ -43,12 +44,8 @@ class Receiver(HookServer):
 
     def keys_took(self) -> dict[str, list[str]]:
         """Each key's sequencers as taken, repeats of one already taken removed."""
-        per_key: dict[str, list[str]] = {}
         with self.took_lock:
-            for key, sequencer in self.took:
-                if sequencer not in per_key.setdefault(key, []):
-                    per_key[key].append(sequencer)
-        return per_key
+            return each_key_once(self.took)
 
 
 @pytest.fixture
