@@ -37,6 +37,7 @@ log = logging.getLogger(__name__)
 __all__ = ["Deliverer", "Unopened"]
 
 Item = TypeVar("Item", Delivery, Queued)  # a delivery of a batch, or a queued one
+HELD = "held behind an earlier event of its key"  # why an untried event was queued
 
 
 class Deliverer:
@@ -206,12 +207,7 @@ class Deliverer:
         lanes = ordering.lanes(deliveries)
         paths = {path for lane in lanes if (path := _path(lane[0])) is not None}
         held = ordering.held(self.queue.engine, target.name, paths) if paths else set()
-        aside = [
-            (d, "held behind an earlier event of its key")
-            for lane in lanes
-            if _path(lane[0]) in held
-            for d in lane
-        ]
+        aside = [(d, HELD) for lane in lanes if _path(lane[0]) in held for d in lane]
         flowing = [lane for lane in lanes if _path(lane[0]) not in held]
         wave = 0
         while flowing:
@@ -221,8 +217,7 @@ class Deliverer:
             still: list[list[Delivery]] = []
             for lane in flowing:
                 if id(lane[wave]) not in went:
-                    reason = "held behind an earlier event of its key"
-                    aside.extend((later, reason) for later in lane[wave + 1 :])
+                    aside.extend((later, HELD) for later in lane[wave + 1 :])
                 elif len(lane) > wave + 1:
                     still.append(lane)
             flowing, wave = still, wave + 1
