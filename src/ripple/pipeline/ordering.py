@@ -194,7 +194,7 @@ def put_off(engine: sa.Engine, destination: str, now_ns: int, ttl_ns: int, wait_
         .with_for_update(read=True, of=dead_letters)
     )
     with engine.begin() as conn:
-        held_paths = sorted(set(conn.execute(holding).scalars()))
+        held_paths: list[str] = sorted(set(conn.execute(holding).scalars()))
         for start in range(0, len(held_paths), CHUNK):
             conn.execute(
                 sa.update(delivery_retries)
