@@ -15,7 +15,7 @@ import sqlalchemy as sa
 from ripple.metabase import Metabase
 from ripple.notifications.topics import Topic
 from ripple.pipeline.deliver import Deliverer
-from ripple.pipeline.queue import RetryQueue
+from ripple.pipeline.queue import RetryQueue, object_of
 from ripple.targets.base import OK, Delivery, Outcome, Result
 from ripple.targets.destinations import policy_of, push_target
 from ripple.targets.retry import RetryPolicy
@@ -398,3 +398,15 @@ def test_a_purged_event_is_not_sent_from_a_queued_copy(queue: RetryQueue) -> Non
     assert d.drain(now_ns=soon()) == 1
     assert target.acked_ids() == ["a-2"]
     assert queue.length() == 0
+
+
+def test_an_event_of_no_object_has_no_key_whatever_its_attributes() -> None:
+    """As migration 0017 fills in rows of no `s3.object`: no path (not `<bucket>/`)."""
+    bare = Delivery.of(
+        "t",
+        {"s3": {"bucket": {"name": "photos"}}},
+        {"bucket": "photos", "key": "", "sequencer": "0A"},
+        1,
+    )
+    assert object_of(bare) == (None, None)
+    assert object_of(event("a", 1)) == ("photos/a", f"{1:024X}")

@@ -44,10 +44,10 @@ def object_of(item: Delivery | Queued) -> tuple[str | None, str | None]:
     key's events. (None, None) for an event of no object (an `s3:TestEvent`)."""
     if isinstance(item, Queued):
         return item.object_path, item.sequencer
+    if item.attributes.get("key") == "":
+        return None, None  # no object (a test event): as migration 0017 fills such rows in
     sequencer = item.attributes.get("sequencer")
     if sequencer is None:
-        if item.attributes.get("key") == "":
-            return None, None  # a test event: its message is no event record
         try:
             sequencer = str(item.event["s3"]["object"]["sequencer"])
         except (KeyError, TypeError, ValueError):
