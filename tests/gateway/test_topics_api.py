@@ -161,7 +161,9 @@ def test_set_topic_attributes(sns: Any) -> None:
     sns.set_topic_attributes(TopicArn=arn, AttributeName="amqp-ack-level", AttributeValue="none")
     sns.set_topic_attributes(TopicArn=arn, AttributeName="OpaqueData", AttributeValue="team-a")
     sns.set_topic_attributes(TopicArn=arn, AttributeName="time-to-live", AttributeValue="60")
+    sns.set_topic_attributes(TopicArn=arn, AttributeName="ordering", AttributeValue="per-key")
     attributes = sns.get_topic_attributes(TopicArn=arn)["Attributes"]
+    assert attributes["ordering"] == "per-key"
     assert attributes["amqp-ack-level"] == "none"
     assert attributes["OpaqueData"] == "team-a"
     assert attributes["time-to-live"] == "60"
@@ -198,6 +200,11 @@ def test_set_topic_attributes_is_checked(sns: Any) -> None:
     )
     assert code == "InvalidParameter"
     assert "max-retries" in message
+    code, message, _ = error_of(
+        set_, TopicArn=arn, AttributeName="ordering", AttributeValue="sometimes"
+    )
+    assert code == "InvalidParameter"
+    assert "'ordering' must be one of per-key, off" in message
     # nothing of it was stored
     assert sns.get_topic_attributes(TopicArn=arn)["Attributes"]["push-endpoint"] == (
         "amqp://127.0.0.1/"

@@ -3,6 +3,7 @@ no-op that keeps the data."""
 
 from __future__ import annotations
 
+import orjson
 import sqlalchemy as sa
 from alembic import command
 from alembic.autogenerate import compare_metadata
@@ -118,5 +119,65 @@ def test_the_issue_9_steps_go_down_and_up_again_with_data(fresh_url: str) -> Non
         assert current_revision(db) == head_revision()
         assert _schema_diff(db) == []
         assert get_object(db, loc).etag == "e"
+    finally:
+        db.dispose()
+
+
+def test_0017_fills_in_the_object_and_sequencer_of_queued_and_dead_events(
+    fresh_url: str,
+) -> None:
+    """Events queued or dead before per-key ordering get their object (bucket, decoded key)
+    and sequencer from the event, a page at a time; an event of no object gets neither."""
+    db = Metabase(fresh_url)
+    try:
+        upgrade(db)
+        config = _config()
+        with db.write() as conn:
+            config.attributes["connection"] = conn
+            command.downgrade(config, "0016")
+
+        def record(key: str, sequencer: str) -> str:
+            obj = {"key": key, "sequencer": sequencer}
+            return orjson.dumps({"s3": {"bucket": {"name": "photos"}, "object": obj}}).decode()
+
+        events = [record("a+b.jpg", "0A"), record("c", "0B"), '{"Event": "s3:TestEvent"}']
+        common = {"destination": "hook", "attempts": 1, "first_failed_ns": 1}
+        with db.write() as conn:
+            for table, extra in (
+                ("delivery_retries", {"next_attempt_ns": 1, "last_error": "x"}),
+                ("dead_letters", {"dead_at_ns": 1, "reason": "x"}),
+            ):
+                conn.execute(
+                    sa.table(
+                        table, *(sa.column(n) for n in ["event_id", "event", *common, *extra])
+                    ).insert(),
+                    [
+                        {"event_id": f"e{i}", "event": e, **common, **extra}
+                        for i, e in enumerate(events)
+                    ],
+                )
+        updates: list[str] = []
+
+        def count(conn, cursor, statement, parameters, context, executemany):  # type: ignore[no-untyped-def]
+            if statement.lstrip().startswith("UPDATE") and "alembic_version" not in statement:
+                updates.append(statement)
+
+        sa.event.listen(db.engine, "before_cursor_execute", count)
+        try:
+            upgrade(db)
+        finally:
+            sa.event.remove(db.engine, "before_cursor_execute", count)
+        assert len(updates) == 2  # one executemany a page of each table, not one a row
+        assert _schema_diff(db) == []
+        with db.read() as conn:
+            for table in ("delivery_retries", "dead_letters"):
+                rows = conn.execute(
+                    sa.text(f"SELECT object_path, sequencer FROM {table} ORDER BY id")
+                ).all()
+                assert [tuple(r) for r in rows] == [
+                    ("photos/a b.jpg", "0A"),
+                    ("photos/c", "0B"),
+                    (None, None),
+                ]
     finally:
         db.dispose()

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import fcntl
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -100,3 +100,15 @@ class FileRecordingTarget:
             event_id, message, attributes, batch_id = orjson.loads(line)
             out.append(Delivery(event_id, message.encode(), attributes, batch_id))
         return out
+
+
+def each_key_once(taken: Iterable[tuple[str, str]]) -> dict[str, list[str]]:
+    """Each key's sequencers from (key, sequencer) pairs as a destination took them, repeats
+    of one already taken removed: what per-key ordering promises is in sequencer order."""
+    seen: set[tuple[str, str]] = set()
+    per_key: dict[str, list[str]] = {}
+    for key, sequencer in taken:
+        if (key, sequencer) not in seen:
+            seen.add((key, sequencer))
+            per_key.setdefault(key, []).append(sequencer)
+    return per_key

@@ -107,3 +107,13 @@ def test_an_unmigrated_metabase_is_a_one_line_error(tmp_path: Path) -> None:
     assert result.exit_code == 1
     assert "cannot read the dead letters in the metabase at sqlite:///" in result.output
     assert "ripple db upgrade" in result.output
+
+
+def test_purge_deletes_one_objects_dead_letters(ripple: Invoke, queue: RetryQueue) -> None:
+    result = ripple("deadletter", "purge", "--destination", "hooks", "--object", "photos/k2")
+    assert result.exit_code == 0, result.output
+    assert "deleted 1 dead letters of hooks of photos/k2" in result.output
+    assert [d.event_id for d in queue.dead()] == [delivery(1).event_id, delivery(3).event_id]
+    result = ripple("deadletter", "purge", "--destination", "hooks")
+    assert "deleted 1 dead letters of hooks" in result.output
+    assert queue.dead_count() == 1

@@ -52,7 +52,8 @@ def _summary(entry: Queued) -> dict[str, object]:
 @click.group()
 def deadletter() -> None:
     """Dead letters: events a destination refused for good, or that outlived its
-    time-to-live or retry limit. List them, and replay them once the destination is fixed."""
+    time-to-live or retry limit. List them, and replay them once the destination is fixed
+    (or purge them)."""
 
 
 @deadletter.command("list")
@@ -114,3 +115,25 @@ def deadletter_replay(ctx: click.Context, destination: str | None) -> None:
         console.print(
             f"replayed {replayed} dead letters{where} into the retry queues", highlight=False
         )
+
+
+@deadletter.command("purge")
+@click.option("--destination", required=True, help="The destination whose dead letters to delete.")
+@click.option(
+    "--object",
+    "object_path",
+    default=None,
+    metavar="BUCKET/KEY",
+    help="Only the dead letters of this object (the key as written, not URL-encoded).",
+)
+@click.pass_context
+def deadletter_purge(ctx: click.Context, destination: str, object_path: str | None) -> None:
+    """Delete dead letters for good: they are not sent again.
+
+    With `ordering = per-key` a dead letter holds its object's later events in the retry
+    queue; purging it lets them go, in order.
+    """
+    with _queue(ctx) as queue:
+        purged = queue.purge(destination, object_path)
+    where = f" of {object_path}" if object_path else ""
+    console.print(f"deleted {purged} dead letters of {destination}{where}", highlight=False)

@@ -10,6 +10,10 @@ that is down costs the others nothing. `drain` gives queued events another attem
 are due, and moves them to the dead letters past the target's time-to-live or retry limit
 (its `ripple.targets.retry.RetryPolicy`). Refusals for good (`permanent`) go to the dead
 letters at once.
+
+A target with per-key ordering (`RetryPolicy.per_key_order`) is not failing as a whole: only
+the keys with queued or dead events are held, a batch sends each key's events one wave at a
+time, and the drain sends each key's head only (`ripple.pipeline.ordering`).
 """
 
 from __future__ import annotations
@@ -22,14 +26,18 @@ from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import TypeVar
 
-from ripple.pipeline import metrics
-from ripple.pipeline.queue import Queued, RetryQueue, delivery_of
-from ripple.targets.base import Delivery, Outcome, Result, Target, one_line
+from ripple.pipeline import metrics, ordering
+from ripple.pipeline.queue import Queued, RetryQueue, delivery_of, object_of
+from ripple.pipeline.unopened import Unopened, opened
+from ripple.targets.base import Delivery, Outcome, Result, Target
 from ripple.targets.retry import RetryPolicy
 
 log = logging.getLogger(__name__)
 
+__all__ = ["Deliverer", "Unopened"]
+
 Item = TypeVar("Item", Delivery, Queued)  # a delivery of a batch, or a queued one
+HELD = "held behind an earlier event of its key"  # why an untried event was queued
 
 
 class Deliverer:
@@ -79,7 +87,7 @@ class Deliverer:
         missing) does not stop the others: it answers `retry`, and tries again, until it
         opens (`Unopened`)."""
         with self._using:
-            self.targets = {topic: [_opened(t) for t in ts] for topic, ts in self.targets.items()}
+            self.targets = {topic: [opened(t) for t in ts] for topic, ts in self.targets.items()}
 
     def close(self) -> None:
         self._pool.shutdown(wait=True)
@@ -101,7 +109,7 @@ class Deliverer:
                 if old is target or (isinstance(old, Unopened) and old.inner is target):
                     kept_or_new[name] = old
                 else:
-                    kept_or_new[name] = _opened(target)
+                    kept_or_new[name] = opened(target)
             with self._lock:
                 self.targets = {
                     topic: [kept_or_new[t.name] for t in ts] for topic, ts in targets.items()
@@ -152,24 +160,68 @@ class Deliverer:
         name, policy = target.name, self.policy(target)
         metrics.PUSH_PENDING.labels(name).inc(len(deliveries))
         try:
+            if policy.per_key_order:
+                self._deliver_in_order(target, deliveries)
+                return
             if name in self._failing:  # behind the queue: no attempt now
                 self._queue(target, [(d, "queued behind earlier failures") for d in deliveries])
                 return
-            pending = deliveries
-            for attempt in range(1, policy.attempts_in_batch + 1):
-                _, retry = self._answered(target, pending, target.publish(pending))
-                if not retry:
-                    return
-                if attempt == policy.attempts_in_batch:
-                    if policy.persistent:
-                        self._queue(target, retry)
-                    else:
-                        self._bury(target, [(d, f"not persistent: {e}") for d, e in retry])
-                    return
-                self.sleep(policy.backoff_s(attempt, self._rng))
-                pending = [d for d, _ in retry]
+            _, failed = self._attempts(target, deliveries)
+            self._set_aside(target, failed)
         finally:
             metrics.PUSH_PENDING.labels(name).dec(len(deliveries))
+
+    def _attempts(
+        self, target: Target, deliveries: list[Delivery]
+    ) -> tuple[list[Delivery], list[tuple[Delivery, str]]]:
+        """Publish, and again what failed, up to the policy's attempts in a batch, with
+        backoff; bury what the target refuses for good. The acknowledged deliveries, and
+        those still failing with their errors."""
+        policy = self.policy(target)
+        pending, acked = deliveries, []
+        for attempt in range(1, policy.attempts_in_batch + 1):
+            ok, retry = self._answered(target, pending, target.publish(pending))
+            acked.extend(ok)
+            if not retry or attempt == policy.attempts_in_batch:
+                return acked, retry
+            self.sleep(policy.backoff_s(attempt, self._rng))
+            pending = [d for d, _ in retry]
+        return acked, []
+
+    def _set_aside(self, target: Target, failed: list[tuple[Delivery, str]]) -> None:
+        """What the batch could not deliver: to the retry queue, or, for a target that is
+        not persistent, to the dead letters."""
+        if not failed:
+            return
+        if self.policy(target).persistent:
+            self._queue(target, failed)
+        else:
+            self._bury(target, [(d, f"not persistent: {e}") for d, e in failed])
+
+    def _deliver_in_order(self, target: Target, deliveries: list[Delivery]) -> None:
+        """Per-key ordering: the events of held keys go behind their queued ones; the other
+        keys' go in waves, a key's n-th event in the n-th, so a key never has two in flight.
+        A key whose event is still failing after the batch's attempts, or was refused,
+        stops: it and the key's later events go to the queue (or, not persistent, to the
+        dead letters), in sequencer order."""
+        lanes = ordering.lanes(deliveries)
+        paths = {path for lane in lanes if (path := _path(lane[0])) is not None}
+        held = ordering.held(self.queue.engine, target.name, paths) if paths else set()
+        aside = [(d, HELD) for lane in lanes if _path(lane[0]) in held for d in lane]
+        flowing = [lane for lane in lanes if _path(lane[0]) not in held]
+        wave = 0
+        while flowing:
+            acked, failed = self._attempts(target, [lane[wave] for lane in flowing])
+            went = {id(d) for d in acked}  # the others failed, or were refused (buried)
+            aside.extend(failed)
+            still: list[list[Delivery]] = []
+            for lane in flowing:
+                if id(lane[wave]) not in went:
+                    aside.extend((later, HELD) for later in lane[wave + 1 :])
+                elif len(lane) > wave + 1:
+                    still.append(lane)
+            flowing, wave = still, wave + 1
+        self._set_aside(target, aside)
 
     def _answered(
         self, target: Target, items: Sequence[Item], results: Sequence[Result]
@@ -235,8 +287,29 @@ class Deliverer:
                 return delivered
 
     def _drain(self, target: Target, now_ns: int, limit: int) -> int:
+        if self.policy(target).per_key_order:
+            delivered = self._drain_in_order(target, now_ns, limit)
+        else:
+            delivered = self._attempt_queued(
+                target, self.queue.due(target.name, now_ns, limit), now_ns
+            )
+        with self._lock:  # a batch queueing meanwhile adds itself back under the same lock
+            remaining = self.queue.length(target.name)
+            if remaining == 0:
+                self._failing.discard(target.name)
+        metrics.RETRY_QUEUE_LENGTH.labels(target.name).set(remaining)
+        return delivered
+
+    def _attempt_queued(self, target: Target, due: list[Queued], now_ns: int) -> int:
+        """One attempt of queued events; those past the time-to-live or retry limit go to
+        the dead letters instead. How many were delivered."""
+        return len(self._try_queued(target, due, now_ns)[0])
+
+    def _try_queued(
+        self, target: Target, due: list[Queued], now_ns: int
+    ) -> tuple[set[int], set[int]]:
+        """`_attempt_queued`; the ids delivered, and those buried as expired."""
         policy = self.policy(target)
-        due = self.queue.due(target.name, now_ns, limit)
         expired = [
             (e, f"expired after {e.attempts} attempts: {e.error}")
             for e in due
@@ -247,76 +320,58 @@ class Deliverer:
         entries = [e for e in due if e.id not in dead_ids]
         if expired:
             self._bury(target, expired)
-        delivered = 0
-        if entries:
-            results = target.publish([delivery_of(e) for e in entries])
-            ok, retry = self._answered(target, entries, results)
-            self.queue.delivered(e.id for e in ok)
-            self.queue.failed_again(
-                [
-                    (e, error, now_ns + int(policy.backoff_s(e.attempts + 1, self._rng) * 1e9))
-                    for e, error in retry
-                ]
+        if not entries:
+            return set(), dead_ids
+        results = target.publish([delivery_of(e) for e in entries])
+        ok, retry = self._answered(target, entries, results)
+        self.queue.delivered(e.id for e in ok)
+        self.queue.failed_again(
+            [
+                (e, error, now_ns + int(policy.backoff_s(e.attempts + 1, self._rng) * 1e9))
+                for e, error in retry
+            ]
+        )
+        return {e.id for e in ok}, dead_ids
+
+    def _drain_in_order(self, target: Target, now_ns: int, limit: int) -> int:
+        """Per-key ordering: each key's head only, wave after wave, from a page of lanes
+        (`ordering.due_lanes`): a key's next event goes in the next wave once its head was
+        delivered (or, past the time-to-live too, once its head was buried as expired). A
+        page costs one query, whatever a key's backlog. Until nothing more can go or `limit`
+        events were tried; then what cannot go yet is put off."""
+        policy = self.policy(target)
+        ttl_ns = int(policy.time_to_live_s * 1e9)
+        expired_before = now_ns - ttl_ns
+        delivered, budget = 0, limit
+        while budget > 0:
+            flowing = ordering.due_lanes(
+                self.queue.engine, target.name, now_ns, expired_before, budget
             )
-            delivered = len(ok)
-        with self._lock:  # a batch queueing meanwhile adds itself back under the same lock
-            remaining = self.queue.length(target.name)
-            if remaining == 0:
-                self._failing.discard(target.name)
-        metrics.RETRY_QUEUE_LENGTH.labels(target.name).set(remaining)
+            if not flowing:
+                wait_ns = int(policy.max_delay_s * 1e9)
+                ordering.put_off(self.queue.engine, target.name, now_ns, ttl_ns, wait_ns)
+                break
+            wave = 0
+            while flowing and budget > 0:
+                heads = [lane[wave] for lane in flowing]
+                budget -= len(heads)
+                ok, expired = self._try_queued(target, heads, now_ns)
+                delivered += len(ok)
+                flowing = [
+                    lane
+                    for lane in flowing
+                    if len(lane) > wave + 1
+                    and (
+                        lane[wave].id in ok
+                        or (
+                            lane[wave].id in expired
+                            and lane[wave + 1].first_failed_ns < expired_before
+                        )
+                    )
+                ]
+                wave += 1
         return delivered
 
 
-class Unopened:
-    """A target whose `open` failed: every publish first tries to open it again (at most
-    every `retry_s`), and answers `retry` with the reason while it cannot."""
-
-    def __init__(self, inner: Target, error: str, retry_s: float = 10.0) -> None:
-        self.inner = inner
-        self.name = inner.name
-        self.error = error
-        self.retry_s = retry_s
-        self._tried = time.monotonic()
-        self._open = False
-
-    def open(self) -> None:
-        self._try()
-
-    def _try(self) -> None:
-        self._tried = time.monotonic()
-        try:
-            self.inner.open()
-        except Exception as e:
-            self.error = one_line(e)
-            log.error("target %s still cannot be opened: %s", self.name, self.error)
-        else:
-            self._open = True
-            log.warning("target %s is open now", self.name)
-
-    def publish(self, deliveries: Sequence[Delivery]) -> list[Result]:
-        if not self._open and time.monotonic() - self._tried >= self.retry_s:
-            self._try()
-        if self._open:
-            return self.inner.publish(deliveries)
-        failed = Result(Outcome.RETRY, f"the target cannot be opened: {self.error}")
-        return [failed] * len(deliveries)
-
-    def close(self) -> None:
-        if self._open:
-            self.inner.close()
-
-
-def _opened(target: Target) -> Target:
-    """`target`, opened; or, when that fails, an `Unopened` standing in for it."""
-    if isinstance(target, Unopened):
-        return target
-    try:
-        target.open()
-    except Exception as e:
-        log.error(
-            "target %s cannot be opened; its events wait in its retry queue: %s",
-            target.name,
-            one_line(e),
-        )
-        return Unopened(target, one_line(e))
-    return target
+def _path(d: Delivery) -> str | None:
+    return object_of(d)[0]

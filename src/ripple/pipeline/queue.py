@@ -3,7 +3,9 @@
 An event goes into its destination's retry queue when delivery within its batch failed, so
 the batch can complete; `due` hands back what is ready for another attempt; an event whose
 destination refused it for good, or that outlived the destination's time-to-live or retry
-limit, is moved to the dead letters, from where `replay` puts it back in the queue.
+limit, is moved to the dead letters, from where `replay` puts it back in the queue (and
+`purge` deletes it). Each row keeps its event's object and sequencer (`object_of`), which
+per-key ordering (`ripple.pipeline.ordering`) holds keys by.
 """
 
 from __future__ import annotations
@@ -33,6 +35,24 @@ class Queued:
     attempts: int
     first_failed_ns: int
     error: str
+    object_path: str | None = None  # <bucket>/<key>; None: an event of no object
+    sequencer: str | None = None
+
+
+def object_of(item: Delivery | Queued) -> tuple[str | None, str | None]:
+    """The object (`<bucket>/<key>`) and sequencer of the event: what orders it among its
+    key's events. (None, None) for an event of no object (an `s3:TestEvent`)."""
+    if isinstance(item, Queued):
+        return item.object_path, item.sequencer
+    if item.attributes.get("key") == "":
+        return None, None  # no object (a test event): as migration 0017 fills such rows in
+    sequencer = item.attributes.get("sequencer")
+    if sequencer is None:
+        try:
+            sequencer = str(item.event["s3"]["object"]["sequencer"])
+        except (KeyError, TypeError, ValueError):
+            return None, None
+    return item.object_path, sequencer
 
 
 def delivery_of(entry: Queued) -> Delivery:
@@ -63,18 +83,22 @@ class RetryQueue:
         if not failed:
             return
         now = now_ns or time.time_ns()
-        rows = [
-            {
-                "destination": destination,
-                "event_id": d.event_id,
-                "event": d.message.decode(),
-                "attempts": 1,
-                "first_failed_ns": now,
-                "next_attempt_ns": next_attempt_ns,
-                "last_error": error,
-            }
-            for d, error in failed
-        ]
+        rows = []
+        for d, error in failed:
+            path, sequencer = object_of(d)
+            rows.append(
+                {
+                    "destination": destination,
+                    "event_id": d.event_id,
+                    "event": d.message.decode(),
+                    "attempts": 1,
+                    "first_failed_ns": now,
+                    "next_attempt_ns": next_attempt_ns,
+                    "last_error": error,
+                    "object_path": path,
+                    "sequencer": sequencer,
+                }
+            )
         with self.engine.begin() as conn:
             self._insert(conn, rows)
 
@@ -87,7 +111,7 @@ class RetryQueue:
                 .order_by(r.id)  # first failed, first retried
                 .limit(limit)
             ).all()
-        return [_queued(row, row.last_error) for row in rows]
+        return [queued_of(row, row.last_error) for row in rows]
 
     def length(self, destination: str | None = None) -> int:
         r = delivery_retries.c
@@ -155,6 +179,7 @@ class RetryQueue:
                 tries, first = item.attempts + 1, item.first_failed_ns
             else:
                 event, tries, first = item.message, attempts, now
+            path, sequencer = object_of(item)
             rows.append(
                 {
                     "destination": destination,
@@ -164,6 +189,8 @@ class RetryQueue:
                     "first_failed_ns": first,
                     "dead_at_ns": now,
                     "reason": reason,
+                    "object_path": path,
+                    "sequencer": sequencer,
                 }
             )
         with self.engine.begin() as conn:
@@ -179,7 +206,7 @@ class RetryQueue:
         if destination is not None:
             query = query.where(d.destination == destination)
         with self.engine.connect() as conn:
-            return [_queued(row, row.reason) for row in conn.execute(query)]
+            return [queued_of(row, row.reason) for row in conn.execute(query)]
 
     def dead_count(self, destination: str | None = None) -> int:
         query = sa.select(sa.func.count()).select_from(dead_letters)
@@ -189,7 +216,8 @@ class RetryQueue:
             return int(conn.execute(query).scalar_one())
 
     def replay(self, destination: str | None = None) -> int:
-        """Put dead letters back into their destinations' retry queues, due now."""
+        """Put dead letters back into their destinations' retry queues, due now; so are the
+        queued events of their keys, which per-key ordering held back behind them."""
         d = dead_letters.c
         now = time.time_ns()
         with self.engine.begin() as conn:
@@ -210,15 +238,81 @@ class RetryQueue:
                         "first_failed_ns": now,
                         "next_attempt_ns": now,
                         "last_error": f"replayed from the dead letters ({row.reason})",
+                        "object_path": row.object_path,
+                        "sequencer": row.sequencer,
                     }
                     for row in rows
                 ],
             )
             conn.execute(sa.delete(dead_letters).where(d.id.in_([row.id for row in rows])))
+            _due_again(conn, rows, now)
+        return len(rows)
+
+    def purge(self, destination: str | None = None, object_path: str | None = None) -> int:
+        """Delete dead letters for good (of one destination, of one object), and any queued
+        copy of the same events at their destination: a refused event is buried in one
+        transaction and its batch's later events queued in another, so a crash between and
+        the batch's re-run can leave it both dead and queued; a purged event is never sent.
+        The queued events of their keys, which per-key ordering held back behind them, are
+        due now."""
+        d, r = dead_letters.c, delivery_retries.c
+        query = sa.select(d.id, d.destination, d.object_path, d.event_id)
+        if destination is not None:
+            query = query.where(d.destination == destination)
+        if object_path is not None:
+            query = query.where(d.object_path == object_path)
+        with self.engine.begin() as conn:
+            rows = conn.execute(query).all()
+            ids = [row.id for row in rows]
+            for start in range(0, len(ids), CHUNK):
+                conn.execute(sa.delete(dead_letters).where(d.id.in_(ids[start : start + CHUNK])))
+            events: dict[str, list[str]] = {}
+            for row in rows:
+                events.setdefault(row.destination, []).append(row.event_id)
+            for dest, event_ids in events.items():
+                for start in range(0, len(event_ids), CHUNK):
+                    conn.execute(
+                        sa.delete(delivery_retries).where(
+                            r.destination == dest,
+                            r.event_id.in_(event_ids[start : start + CHUNK]),
+                        )
+                    )
+            _due_again(conn, rows, time.time_ns())
         return len(rows)
 
 
-def _queued(row: Any, error: str) -> Queued:
+CHUNK = 500  # values in one IN (...), here and in `ripple.pipeline.ordering`
+
+
+def _due_again(conn: sa.Connection, rows: Sequence[Any], now_ns: int) -> None:
+    """Make the queued events of the dead letters' keys (`rows`: destination, object_path)
+    due now: a key held by its dead letters had them put off (`ripple.pipeline.ordering`).
+    The queue does not know which destinations order per key, so a destination with
+    ordering off gets these events' next attempt early too (harmless: they were due later
+    anyway). Rows already due are left alone: a drain putting them off meanwhile holds the
+    dead letters locked (`ordering.put_off`), so this statement, which runs after the
+    dead letters' deletion was let through, sees what it put off."""
+    r = delivery_retries.c
+    keys: dict[str, set[str]] = {}
+    for row in rows:
+        if row.object_path is not None:
+            keys.setdefault(row.destination, set()).add(row.object_path)
+    for destination, paths in keys.items():
+        listed = sorted(paths)
+        for start in range(0, len(listed), CHUNK):
+            conn.execute(
+                sa.update(delivery_retries)
+                .where(
+                    r.destination == destination,
+                    r.object_path.in_(listed[start : start + CHUNK]),
+                    r.next_attempt_ns > now_ns,
+                )
+                .values(next_attempt_ns=now_ns)
+            )
+
+
+def queued_of(row: Any, error: str) -> Queued:
+    """The entry of a queue or dead-letter row (`error`: its last error or reason)."""
     return Queued(
         id=row.id,
         destination=row.destination,
@@ -227,4 +321,6 @@ def _queued(row: Any, error: str) -> Queued:
         attempts=row.attempts,
         first_failed_ns=row.first_failed_ns,
         error=error,
+        object_path=row.object_path,
+        sequencer=row.sequencer,
     )

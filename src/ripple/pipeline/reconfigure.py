@@ -12,7 +12,7 @@ the batch that holds them sees it.
 
 A topic that cannot be built (its destination refused, say) is logged and kept pull-only:
 its subscriptions still get its events. One that is built but cannot be opened (a broker
-away) answers `retry` until it opens (`ripple.pipeline.deliver.Unopened`): a user's topic
+away) answers `retry` until it opens (`ripple.pipeline.unopened.Unopened`): a user's topic
 never stops the pipeline.
 """
 

@@ -12,6 +12,7 @@ push target:
 | `max-retries` | 1000 | retries from the queue before it is a dead letter |
 | `retry-sleep-duration` | 0.05 | first backoff in seconds; it doubles with each attempt |
 | `persistent` | true | false: no retry queue; what a batch cannot deliver is a dead letter |
+| `ordering` | `off` | `per-key`: each object's events in sequencer order (Pub/Sub: `true`) |
 | `OpaqueData` | none | copied into each event of the topic as `opaqueData` |
 | `format` | `s3` | `hdfs-inotify`: HDFS inotify batches, one per transaction (`hdfs_inotify`) |
 | `include-tags` | false | true: events carry the object's tags as `s3.object.tags` |
@@ -48,7 +49,7 @@ from ripple.notifications.topics import (
 )
 from ripple.subscriptions.store import SubscriptionStore
 from ripple.targets import hdfs_inotify
-from ripple.targets.arguments import flag, positive, whole
+from ripple.targets.arguments import choice, flag, positive, whole
 from ripple.targets.base import Target
 from ripple.targets.guard import DestinationRefused, default_guard
 from ripple.targets.opaque import OpaqueDataTarget
@@ -57,7 +58,9 @@ from ripple.targets.subscription import SubscriptionTarget
 
 __all__ = ["BUILDERS", "Destinations", "build", "policy_of", "push_target", "topics_in_use"]
 
-RETRY_ARGUMENTS = ("time-to-live", "max-retries", "retry-sleep-duration", "persistent")
+ORDERING = "ordering"
+ORDERINGS = ("per-key", "off")
+RETRY_ARGUMENTS = ("time-to-live", "max-retries", "retry-sleep-duration", "persistent", ORDERING)
 # applied by routing, for every target
 ROUTING_ARGUMENTS = (INCLUDE_TAGS, INCLUDE_METADATA, RENAME_EVENTS, PROJECT_EVENTS)
 COMMON_ARGUMENTS = (*RETRY_ARGUMENTS, "OpaqueData", "format", *ROUTING_ARGUMENTS)
@@ -175,9 +178,25 @@ def policy_of(topic: Topic, default: RetryPolicy | None = None) -> RetryPolicy:
             )
         if "persistent" in args:
             policy = replace(policy, persistent=flag("persistent", args["persistent"]))
+        if ORDERING in args:
+            policy = replace(policy, per_key_order=_ordering(topic) == "per-key")
     except ValueError as e:
         raise ValueError(f"topic {topic.name!r}: {e}") from None
     return policy
+
+
+def _ordering(topic: Topic) -> str:
+    """The topic's `ordering`: `per-key` or `off`; a Pub/Sub topic's may also be `true` or
+    `false` (its ordering keys alone, as before per-key ordering)."""
+    value = topic.arguments.get(ORDERING, "off")
+    if topic.kind == "pubsub" and value.strip().lower() not in ORDERINGS:
+        try:
+            return "true" if flag(ORDERING, value) else "false"
+        except ValueError:
+            raise ValueError(
+                f"argument {ORDERING!r} must be per-key, off, true or false, not {value!r}"
+            ) from None
+    return choice(ORDERING, value, ORDERINGS)
 
 
 def push_target(topic: Topic) -> Target | None:
@@ -204,6 +223,13 @@ def push_target(topic: Topic) -> Target | None:
             except ValueError as e:
                 raise ValueError(f"topic {topic.name!r}: {e}") from None
     arguments = {k: v for k, v in topic.arguments.items() if k not in COMMON_ARGUMENTS}
+    if ORDERING in topic.arguments:
+        try:
+            order = _ordering(topic)
+        except ValueError as e:
+            raise ValueError(f"topic {topic.name!r}: {e}") from None
+        if topic.kind == "pubsub":  # per-key: its ordering keys too
+            arguments[ORDERING] = {"per-key": "true", "off": "false"}.get(order, order)
     if topic.label:  # an API topic, named by its ARN: brokers see the name its owner gave it
         default = {
             "amqp": "amqp-routing-key",
