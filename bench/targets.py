@@ -63,9 +63,8 @@ consumer offsets reach the stream's end), and the AMQP target alone from (a).
     kafka-ack-level = "broker"
 timed until the consumer offsets reach the stream's end (the tasks store them once every
 record's delivery report is in), then the topic must hold all N; its baseline is the same
-pull-only run. `ordered_ratio` (events/s with `ordering = "per-key"` over this) is null: it
-is measured once topics have the `ordering` attribute (`pipeline_kafka()` takes the topic's
-attributes).
+pull-only run; then the same with `ordering = "per-key"` (each key's events in sequencer
+order, docs/delivery.md): `ordered_ratio` is its events/s over the run without.
 
 Before measuring, the benchmark waits (at most --quiet-wait seconds) until no other
 benchmark or test run (tests restart the brokers) runs and the load average is below
@@ -73,7 +72,7 @@ benchmark or test run (tests restart the brokers) runs and the load average is b
 The last line printed is one JSON object:
 {"amqp_events_per_s": …, "nats_events_per_s": …, "mqtt_events_per_s": …,
  "redis_events_per_s": …, "pipeline_amqp_events_per_s": …, "kafka_events_per_s": …,
- "kafka_raw_events_per_s": …, "pipeline_kafka_events_per_s": …, "ordered_ratio": null, …}
+ "kafka_raw_events_per_s": …, "pipeline_kafka_events_per_s": …, "ordered_ratio": …, …}
 
     .venv/bin/python bench/targets.py [--events 100000] [--batch 10000] [--rounds 3]
         [--targets amqp,nats,mqtt,redis,kafka,pipeline,pipeline_kafka] [--master local[2]]
@@ -1445,6 +1444,12 @@ def bench_pipeline(
             }
             into_amqp = pipeline_amqp(runs) | common if "pipeline" in chosen else None
             into_kafka = pipeline_kafka(runs) | common if "pipeline_kafka" in chosen else None
+            if into_kafka is not None:  # the same run with each key's events in order
+                ordered = pipeline_kafka(runs, {"ordering": "per-key"})
+                into_kafka["ordered_events_per_s"] = ordered["events_per_s"]
+                into_kafka["ordered_ratio"] = round(
+                    ordered["events_per_s"] / into_kafka["events_per_s"], 3
+                )
         finally:
             engine.dispose()
     return into_amqp, into_kafka
@@ -1484,8 +1489,7 @@ def pipeline_kafka(runs: PipelineRuns, attributes: dict[str, str] | None = None)
     """Into a fresh topic of the bench's Tansu, with `kafka-ack-level=broker` and the topic
     `attributes` given, until the consumer offsets reach the stream's end (the tasks store
     them once every record's delivery report is in); then the topic must hold every event.
-    `ordered_ratio` is this with `{"ordering": "per-key"}` over this without, measured once
-    topics have the `ordering` attribute."""
+    `ordered_ratio` is this with `{"ordering": "per-key"}` over this without."""
     n = runs.args.events
     tag = uuid.uuid4().hex[:10]
     topic = f"ripple-bench-pipeline-{tag}"
@@ -1730,7 +1734,7 @@ def measure(args: argparse.Namespace) -> int:
         if "kafka" in rows
         else None,
         "pipeline_kafka_events_per_s": pipeline_kafka["events_per_s"] if pipeline_kafka else None,
-        "ordered_ratio": None,  # see pipeline_kafka()
+        "ordered_ratio": pipeline_kafka["ordered_ratio"] if pipeline_kafka else None,
         "amqp_v2_events_per_s": rate("amqp_v2"),
         "amqp_stream_events_per_s": rate("amqp_stream"),
         "amqp_two_connections_events_per_s": rate("amqp_2conn"),
