@@ -1473,15 +1473,22 @@ def pipeline_amqp(runs: PipelineRuns) -> dict[str, Any]:
             raise RuntimeError(f"pipeline: the queue holds {depth:,} messages, not {n:,}")
     finally:
         route.delete()
+    figures = pipeline_figures("AMQP", rate, total, n, cpu, f"the queue holds {depth:,}")
+    return figures | {"queue_depth": depth}
+
+
+def pipeline_figures(
+    into: str, rate: float, total: float, n: int, cpu: dict[str, float], holds: str
+) -> dict[str, Any]:
+    """Say and return a pipeline run's rates and CPU (`holds`: what the destination holds)."""
     console.print(
-        f"pipeline → AMQP: {rate:,.0f} events/s from the first stored offset; "
-        f"{n / total:,.0f} events/s incl. start; the queue holds {depth:,}; CPU s: {cpu}"
+        f"pipeline → {into}: {rate:,.0f} events/s from the first stored offset; "
+        f"{n / total:,.0f} events/s incl. start; {holds}; CPU s: {cpu}"
     )
     return {
         "events_per_s": round(rate, 1),
         "events_per_s_incl_startup": round(n / total, 1),
         "cpu_s": cpu,
-        "queue_depth": depth,
     }
 
 
@@ -1510,14 +1517,8 @@ def pipeline_kafka(runs: PipelineRuns, attributes: dict[str, str] | None = None)
             raise RuntimeError(f"pipeline: Kafka topic {topic} holds {stored:,} records, not {n:,}")
     finally:
         delete_kafka_topic(topic)
-    console.print(
-        f"pipeline → Kafka: {rate:,.0f} events/s from the first stored offset; "
-        f"{n / total:,.0f} events/s incl. start; the topic holds {stored:,}; CPU s: {cpu}"
-    )
-    return {
-        "events_per_s": round(rate, 1),
-        "events_per_s_incl_startup": round(n / total, 1),
-        "cpu_s": cpu,
+    figures = pipeline_figures("Kafka", rate, total, n, cpu, f"the topic holds {stored:,}")
+    return figures | {
         "topic_records": stored,
         "attributes": {"kafka-ack-level": "broker", **(attributes or {})},
     }
