@@ -23,6 +23,7 @@ from botocore.exceptions import ClientError
 
 from tests.gateway.conftest import Running
 from tests.gateway.wire import FILE_SIZE, error_code, put_held_midway, raw_request
+from tests.waiting import wait_for
 
 MiB = 1024 * 1024
 
@@ -509,6 +510,44 @@ def test_concurrent_completes_queue(s3: Any, gateway: Running, three: list[bytes
     got = s3.get_object(Bucket="bkt", Key="k")
     assert got["Body"].read() == b"".join(three)
     assert got["ETag"] == _multipart_etag(three)
+
+
+def _flock_waiters(path: Path) -> int:
+    """How many flock requests wait for the lock on `path` (/proc/locks: blocked ones are
+    the lines with "->")."""
+    inode = os.stat(path).st_ino
+    lines = Path("/proc/locks").read_text().splitlines()
+    return sum(1 for line in lines if "->" in line and line.split()[6].endswith(f":{inode}"))
+
+
+def test_completes_waiting_for_the_lock_hold_up_no_other_request(
+    s3: Any, gateway: Running, three: list[bytes]
+) -> None:
+    """Three completes wait for an upload's lock (more than a SQLite gateway's metabase
+    threads): they wait on data threads, so other requests are still answered."""
+    s3.create_bucket(Bucket="bkt")
+    upload_id = _upload(s3, "bkt", "k", three)
+    s3.put_object(Bucket="bkt", Key="other", Body=b"still served")
+    outcomes: list[str] = []
+
+    def complete() -> None:
+        done = _complete(gateway.client(), "bkt", "k", upload_id, _all(three))
+        outcomes.append(done["ETag"])
+
+    lock = _parts_dir(gateway, upload_id) / "complete.lock"
+    with lock.open("ab") as held:
+        fcntl.flock(held.fileno(), fcntl.LOCK_EX)
+        threads = [threading.Thread(target=complete) for _ in range(3)]
+        for thread in threads:
+            thread.start()
+        wait_for(lambda: _flock_waiters(lock) == 3, what="three completes waiting for the lock")
+        patient = gateway.client(read_timeout=20)
+        assert patient.get_object(Bucket="bkt", Key="other")["Body"].read() == b"still served"
+        patient.put_object(Bucket="bkt", Key="another", Body=b"written")
+        assert outcomes == []
+    for thread in threads:
+        thread.join(30)
+    assert outcomes == [_multipart_etag(three)] * 3
 
 
 def test_deleting_a_bucket_aborts_its_uploads_in_progress(s3: Any, gateway: Running) -> None:

@@ -182,7 +182,7 @@ async def receive(
         batch.append(chunk)
         batched += len(chunk)
         if batched >= BATCH_BYTES:
-            await threads.run(process, batch)
+            await threads.run_data(process, batch)
             batch, batched = [], 0
     process(batch)
     trailers: dict[str, str] = decoder.finish() if decoder is not None else {}

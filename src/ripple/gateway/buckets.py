@@ -121,7 +121,7 @@ async def delete(req: S3Request) -> Response:
         delete_bucket, req.db, req.bucket_location, tag=req.context.tag("delete-bucket")
     )
     if aborted:  # S3 aborts the uploads still in progress: their parts go too
-        await req.run(_remove_parts, req, aborted)
+        await req.run_data(_remove_parts, req, aborted)
     # its notifications go with it, as in S3: a bucket made again under the name starts bare
     assert req.bucket is not None
     req.services.owners.forget(req.bucket)

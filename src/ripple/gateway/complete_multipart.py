@@ -110,7 +110,7 @@ async def complete(req: S3Request) -> Response:
     # its x-amz-checksum-* headers are the whole object's, not the document's
     document = await read_document(req, xml.MAX_XML_BYTES, body_checksums=False)
     wanted = await req.run(_requested_parts, document)  # up to 2 MiB: off the event loop
-    lock = await req.run(lock_upload, data, upload)
+    lock = await req.run_data(lock_upload, data, upload)
     if lock is None:
         try:
             await req.run(get_upload, req.db, loc, upload)
@@ -123,12 +123,12 @@ async def complete(req: S3Request) -> Response:
             pending = await req.run(get_upload, req.db, loc, upload)
         except PendingObjectNotFound:
             return await _completed_before(req, upload, document_read=True)
-        parts = _chosen_parts(wanted, await req.run(stored_parts, data, upload))
+        parts = _chosen_parts(wanted, await req.run_data(stored_parts, data, upload))
         checksum = completed(req, pending.checksum, parts, [sums for _, _, sums in wanted])
         writer = data.writer()
         try:
-            await req.run(data.concatenate, [p.path for p in parts], writer)
-            await req.run(writer.place, data.path_of(upload))
+            await req.run_data(data.concatenate, [p.path for p in parts], writer)
+            await req.run_data(writer.place, data.path_of(upload))
         except FileNotFoundError:  # a part was replaced, or the upload aborted, meanwhile
             writer.abort()
             await req.run(get_upload, req.db, loc, upload)
@@ -156,9 +156,9 @@ async def complete(req: S3Request) -> Response:
                 tag=req.context.tag("complete-multipart-upload", etag=etag),
             )
         except MetabaseError:  # aborted meanwhile, or a conditional write lost a race
-            await req.run(data.remove, [upload])
+            await req.run_data(data.remove, [upload])
             raise
-        await req.run(data.remove_parts, upload)
+        await req.run_data(data.remove_parts, upload)
     finally:
         lock.close()  # releases the lock
     free(req, result.removed)

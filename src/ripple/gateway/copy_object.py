@@ -233,7 +233,7 @@ async def copy_part_data(
         writer = data.writer()
         checksum = None if algorithm is None else checksum_for(algorithm)
         try:
-            await req.run(write_range, data, obj, writer, start, length, checksum)
+            await req.run_data(write_range, data, obj, writer, start, length, checksum)
         except FileNotFoundError:  # the version was deleted since it was resolved
             writer.abort()
             continue
@@ -289,7 +289,7 @@ async def copy(req: S3Request) -> Response:
         commit_by = None
         if copied:
             try:
-                commit_by = await req.run(copy_file, data, obj, stream_id, hasher)
+                commit_by = await req.run_data(copy_file, data, obj, stream_id, hasher)
             except FileNotFoundError:  # deleted since it was resolved: resolve again
                 if last:
                     raise _changing() from None

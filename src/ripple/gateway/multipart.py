@@ -82,11 +82,11 @@ def _part_number(req: S3Request) -> int:
 async def _settle_part(req: S3Request, upload: uuid.UUID, path: Path) -> None:
     """After a part is placed: drop the part it replaces; if the upload was completed or
     aborted meanwhile (its bucket deleted, too), its parts are garbage, this one too."""
-    await req.run(drop_older, path)
+    await req.run_data(drop_older, path)
     try:
         await req.run(get_upload, req.db, req.object_location, upload)
     except (PendingObjectNotFound, BucketNotFound):
-        await req.run(req.services.data.remove_parts, upload)
+        await req.run_data(req.services.data.remove_parts, upload)
         raise
 
 
@@ -141,7 +141,7 @@ async def upload_part(req: S3Request) -> Response:
         if algorithm is not None:
             checksum = decode(algorithm, received.checksums[header_of(algorithm)]) or b""
         path = part_file(data, upload, number, received.etag, checksum)
-        await req.run(writer.place, path)
+        await req.run_data(writer.place, path)
     except BaseException:
         writer.abort()
         raise
@@ -159,7 +159,7 @@ async def _upload_part_copy(
     obj, writer, checksum = await copy_part_data(req, data, algorithm)
     try:
         path = part_file(data, upload, number, writer.md5.hex(), checksum)
-        await req.run(writer.place, path)
+        await req.run_data(writer.place, path)
     except BaseException:
         writer.abort()
         raise
@@ -176,7 +176,7 @@ async def _upload_part_copy(
 async def abort(req: S3Request) -> Response:
     upload = upload_id_of(req)
     await req.run(abort_upload, req.db, req.object_location, upload)
-    await req.run(req.services.data.remove_parts, upload)
+    await req.run_data(req.services.data.remove_parts, upload)
     return Response(status_code=204)
 
 
@@ -186,7 +186,7 @@ async def list_parts(req: S3Request) -> Response:
     pending = await req.run(get_upload, req.db, req.object_location, upload)
     max_parts = min(query_number(req, "max-parts", most=2**31 - 1, default=MAX_LISTED), MAX_LISTED)
     marker = query_number(req, "part-number-marker", most=2**31 - 1, default=0)
-    stored = await req.run(stored_parts, req.services.data, upload)
+    stored = await req.run_data(stored_parts, req.services.data, upload)
     after = sorted((p for p in stored.values() if p.number > marker), key=lambda p: p.number)
     shown = after[:max_parts]
     root = xml.document("ListPartsResult")

@@ -161,8 +161,9 @@ async def rename(req: S3Request) -> Response:
             )
     conditions = None if prefix else conditions_of(req)
     # claim, rename and finish in one thread hop: a request cancelled between them could
-    # otherwise rename and leave its token claimed, not done
-    await req.run(_rename_once, req, token, source, destination, prefix, conditions)
+    # otherwise rename and leave its token claimed, not done. On a data thread: the claim
+    # may wait up to _BUSY_WAIT_S for another request's rename with the same token
+    await req.run_data(_rename_once, req, token, source, destination, prefix, conditions)
     return Response(status_code=200)
 
 

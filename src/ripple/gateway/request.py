@@ -113,8 +113,10 @@ class Services:
     eventing: EventingStore = field(init=False)
     watcher: ConfigWatcher = field(init=False)
     owners: BucketOwners = field(init=False)  # who holds each bucket name
+    workers: threads.Workers = field(init=False)  # the metabase threads (`S3Request.run`)
 
     def __post_init__(self) -> None:
+        self.workers = threads.Workers(threads.metabase_threads(self.db.dialect), "gateway")
         self.eventing = EventingStore(self.db)
         self.owners = BucketOwners(self.db)
         self.watcher = ConfigWatcher.for_registry(
@@ -306,5 +308,12 @@ class S3Request:
         return value
 
     async def run(self, fn: Callable[..., T], *args: object, **kwargs: object) -> T:
-        """Call a blocking function (a metabase operation, file I/O) off the event loop."""
-        return await threads.run(fn, *args, **kwargs)
+        """Call a blocking metabase operation off the event loop (`threads`: the metabase
+        threads). File work goes to `run_data`."""
+        return await self.services.workers.run(fn, *args, **kwargs)
+
+    async def run_data(self, fn: Callable[..., T], *args: object, **kwargs: object) -> T:
+        """Call blocking work that may take long or wait for another request (a copy,
+        concatenating parts, a lock another request holds, removing files) off the event
+        loop, on the data threads."""
+        return await threads.run_data(fn, *args, **kwargs)
