@@ -40,6 +40,9 @@ _PAYLOAD_NAMES = {UNSIGNED_PAYLOAD, *_STREAMING}
 _HEX64 = re.compile(r"[0-9a-fA-F]{64}")
 _SIGNATURE = re.compile(r"[0-9a-f]{64}")
 _AMZ_DATE = re.compile(r"[0-9]{8}T[0-9]{6}Z")
+# what SigV4's URI encoding keeps as it is (RFC 3986's unreserved characters): most names,
+# values and path segments are only these, and skip the decode-encode round trip
+_UNRESERVED = re.compile(r"[A-Za-z0-9_.~-]*")
 _UNSUPPORTED = (
     f"The authorization mechanism you have provided is not supported. Please use {ALGORITHM}."
 )
@@ -170,7 +173,10 @@ def canonical_uri(raw_path: str) -> str:
     """The path as S3 signs it: each segment decoded, then encoded (unreserved kept)."""
     if not raw_path:
         return "/"
-    return "/".join(quote(unquote_to_bytes(segment), safe="") for segment in raw_path.split("/"))
+    return "/".join(
+        segment if _UNRESERVED.fullmatch(segment) else quote(unquote_to_bytes(segment), safe="")
+        for segment in raw_path.split("/")
+    )
 
 
 def canonical_query(params: list[tuple[str, str]]) -> str:
@@ -180,6 +186,8 @@ def canonical_query(params: list[tuple[str, str]]) -> str:
 
 
 def _encode(text: str) -> str:
+    if _UNRESERVED.fullmatch(text):
+        return text
     return quote(text.encode("utf-8", "surrogateescape"), safe="")
 
 
@@ -194,6 +202,8 @@ def _parse_query(query_string: str) -> list[tuple[str, str]]:
 
 
 def _decode(text: str) -> str:
+    if "%" not in text:  # nothing to decode: the round trip below would give `text` back
+        return text
     return unquote_to_bytes(text).decode("utf-8", "surrogateescape")
 
 
