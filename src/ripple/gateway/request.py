@@ -8,6 +8,7 @@ bucket's ACLs allow, `auth.grant_access`) works on the owner's bucket, as S3 doe
 
 from __future__ import annotations
 
+import functools
 import threading
 import time
 import uuid
@@ -232,7 +233,17 @@ class S3Request:
         return {k.lower(): v for k, v in self.http.headers.items()}
 
     def header(self, name: str, default: str = "") -> str:
-        return self.http.headers.get(name, default)
+        """The first value of a header (names are case-insensitive), or `default`."""
+        return self._first_values.get(name.lower(), default)
+
+    @functools.cached_property
+    def _first_values(self) -> dict[str, str]:
+        """Each header's first value, by lower-case name: built once, where Starlette's
+        `Headers.get` walks and decodes every header for each look-up (a PUT makes ~17)."""
+        found: dict[str, str] = {}
+        for name, value in self.http.scope["headers"]:
+            found.setdefault(name.decode("latin-1").lower(), value.decode("latin-1"))
+        return found
 
     @property
     def db(self) -> Metabase:
