@@ -20,13 +20,14 @@ removing the checkpoint resets both).
 from __future__ import annotations
 
 import dataclasses
+import functools
 import logging
 import re
 import sys
 import threading
 import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -292,6 +293,27 @@ def wait_until_started(query: StreamingQuery, stop: threading.Event, timeout: fl
         time.sleep(0.05)
 
 
+def start_one_by_one(
+    starts: Sequence[Callable[[], StreamingQuery]],
+    stop: threading.Event,
+    queries: list[StreamingQuery],
+) -> None:
+    """Start each query once the one before it has started (`wait_until_started`), adding
+    each to `queries` as it starts (so that the caller stops those that did if one fails).
+
+    Every query reads the one registered Python data source, and Spark shares that source's
+    environment map (a Java HashMap) between the function its streaming source runs on the
+    driver and the read function its tasks carry. The streaming source adds Spark's worker
+    settings to the map when it starts; a task serialized while another query's source adds
+    to it is unreadable (`java.io.OptionalDataException` in `HashMap.readObject`, on every
+    attempt: the task binary is serialized once). Once the first source has added them, the
+    next ones only put the same values again, which leaves the map's shape alone."""
+    for start in starts:
+        query = start()
+        queries.append(query)
+        wait_until_started(query, stop)
+
+
 def worker_setup(settings: JobSettings, **parts: Any) -> WorkerSetup:
     """The setup the job's workers build their routes and targets from: the job's
     metabase and event settings, a new run id, and `parts` (`WorkerSetup`'s other fields)."""
@@ -325,12 +347,17 @@ def run(
     try:
         leases = open_leases(engine, DEFAULT_STREAM)
         log.info("%d Python workers warmed", warm(spark, setup))
-        for stream, *_ in STREAMS:
-            handler = batch_handler(stream, activity)
-            queries.append(start_query(spark, settings, handler, stream, leases))
+        start_one_by_one(
+            [
+                functools.partial(
+                    start_query, spark, settings, batch_handler(stream, activity), stream, leases
+                )
+                for stream, *_ in STREAMS
+            ],
+            stop,
+            queries,
+        )
         query, bucket_query = queries
-        for running in queries:
-            wait_until_started(running, stop)
         if on_started is not None:
             on_started(query)
         failure: BaseException | None
