@@ -523,31 +523,37 @@ def _flock_waiters(path: Path) -> int:
 def test_completes_waiting_for_the_lock_hold_up_no_other_request(
     s3: Any, gateway: Running, three: list[bytes]
 ) -> None:
-    """Three completes wait for an upload's lock (more than a SQLite gateway's metabase
-    threads): they wait on data threads, so other requests are still answered."""
+    """40 completes of one upload wait for its lock (more than the gateway's threads of
+    either kind): one waits on the file lock, the others wait their turn without a thread,
+    so other requests (a large PUT's body is hashed and written on the data threads) are
+    still answered, and every complete then answers the same."""
     s3.create_bucket(Bucket="bkt")
     upload_id = _upload(s3, "bkt", "k", three)
     s3.put_object(Bucket="bkt", Key="other", Body=b"still served")
     outcomes: list[str] = []
 
     def complete() -> None:
-        done = _complete(gateway.client(), "bkt", "k", upload_id, _all(three))
+        client = gateway.client(read_timeout=120)
+        done = _complete(client, "bkt", "k", upload_id, _all(three))
         outcomes.append(done["ETag"])
 
     lock = _parts_dir(gateway, upload_id) / "complete.lock"
+    large = os.urandom(3 * MiB)
     with lock.open("ab") as held:
         fcntl.flock(held.fileno(), fcntl.LOCK_EX)
-        threads = [threading.Thread(target=complete) for _ in range(3)]
+        threads = [threading.Thread(target=complete) for _ in range(40)]
         for thread in threads:
             thread.start()
-        wait_for(lambda: _flock_waiters(lock) == 3, what="three completes waiting for the lock")
+        wait_for(lambda: _flock_waiters(lock) == 1, what="a complete waiting for the lock")
         patient = gateway.client(read_timeout=20)
         assert patient.get_object(Bucket="bkt", Key="other")["Body"].read() == b"still served"
-        patient.put_object(Bucket="bkt", Key="another", Body=b"written")
+        patient.put_object(Bucket="bkt", Key="large", Body=large)
         assert outcomes == []
+        assert _flock_waiters(lock) == 1
     for thread in threads:
-        thread.join(30)
-    assert outcomes == [_multipart_etag(three)] * 3
+        thread.join(120)
+    assert outcomes == [_multipart_etag(three)] * 40
+    assert s3.get_object(Bucket="bkt", Key="large")["Body"].read() == large
 
 
 def test_deleting_a_bucket_aborts_its_uploads_in_progress(s3: Any, gateway: Running) -> None:

@@ -12,7 +12,10 @@ commit fails (the upload was aborted meanwhile) removes its file.
 
 from __future__ import annotations
 
+import asyncio
 import uuid
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from urllib.parse import quote
 
 from starlette.responses import Response
@@ -28,7 +31,7 @@ from ripple.gateway.object_checksums import add_elements, completed, listed_chec
 from ripple.gateway.objects import commit_within, free, write_condition
 from ripple.gateway.parts import Part, lock_upload, multipart_etag, stored_parts
 from ripple.gateway.request import S3Request
-from ripple.metabase import Object, commit_object
+from ripple.metabase import Object, WriteCondition, commit_object
 from ripple.metabase.errors import (
     MetabaseError,
     ObjectNotFound,
@@ -92,9 +95,32 @@ def _invalid_part(number: int) -> S3Error:
     )
 
 
+# this process's completes in progress, by (event loop, upload): an upload's completes wait
+# their turn on the loop, so at most one of them waits on its file lock on a data thread
+_COMPLETING: dict[tuple[int, uuid.UUID], tuple[asyncio.Lock, list[int]]] = {}
+
+
+@asynccontextmanager
+async def one_at_a_time(upload: uuid.UUID) -> AsyncIterator[None]:
+    """Hold this process's turn to complete `upload`. Without it, every retry of a slow
+    complete took a data thread to wait on the upload's lock, and enough of them (a client
+    retrying in a loop) took them all, the holder's next steps included: the process's file
+    work stopped for good."""
+    key = (id(asyncio.get_running_loop()), upload)
+    lock, users = _COMPLETING.setdefault(key, (asyncio.Lock(), [0]))
+    users[0] += 1
+    try:
+        async with lock:
+            yield
+    finally:
+        users[0] -= 1
+        if users[0] == 0:
+            del _COMPLETING[key]
+
+
 @operation("POST", "object", "uploadId", "CompleteMultipartUpload", "write")
 async def complete(req: S3Request) -> Response:
-    upload, loc, data = upload_id_of(req), req.object_location, req.services.data
+    upload, loc = upload_id_of(req), req.object_location
     try:
         await req.run(get_upload, req.db, loc, upload)
     except PendingObjectNotFound:
@@ -110,6 +136,19 @@ async def complete(req: S3Request) -> Response:
     # its x-amz-checksum-* headers are the whole object's, not the document's
     document = await read_document(req, xml.MAX_XML_BYTES, body_checksums=False)
     wanted = await req.run(_requested_parts, document)  # up to 2 MiB: off the event loop
+    async with one_at_a_time(upload):
+        return await _complete_locked(req, upload, wanted, condition)
+
+
+async def _complete_locked(
+    req: S3Request,
+    upload: uuid.UUID,
+    wanted: list[tuple[int, str, dict[str, str]]],
+    condition: WriteCondition,
+) -> Response:
+    """The complete, once it is this process's turn for the upload: under the upload's file
+    lock (other processes' completes), the parts become the object."""
+    loc, data = req.object_location, req.services.data
     lock = await req.run_data(lock_upload, data, upload)
     if lock is None:
         try:

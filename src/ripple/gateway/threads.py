@@ -8,10 +8,12 @@
   of CPU with 1 thread, 1.25 ms with 2, 1.81 ms with 32). PostgreSQL's operations mostly
   wait on the network, so as many threads as its pool keeps connections for
   (`ripple.metabase.db`: 16 kept, 16 more at a peak), so a thread never waits for one;
-- the data threads (`run_data`, one pool per process): file work that may take long or
-  wait for another request (hashing and writing a large body, concatenating parts, copies,
-  an upload's complete lock, removing files), so it never holds up metabase operations,
-  and a wait on another request's progress cannot take the threads that request needs.
+- the data threads (`run_data`, one pool per process): work that may take long or wait
+  for another request or another machine (hashing and writing a large body, placing a
+  large object's file, concatenating parts, copies, an upload's complete lock, a topic's
+  destination checks and test events), so it never holds up metabase operations. Waits
+  on another request in this process wait their turn on the event loop first (an upload's
+  completes: `complete_multipart.one_at_a_time`), so they cannot take every data thread.
 
 A plain `ThreadPoolExecutor` through `loop.run_in_executor`, not anyio's `to_thread` (what
 Starlette's `run_in_threadpool` uses): anyio adds a capacity limiter, a cancel scope and

@@ -376,7 +376,7 @@ def _validate(arn: str, name: str, endpoint: str, arguments: dict[str, str]) -> 
 async def store_topic(
     req: S3Request, name: str, arn: str, endpoint: str, arguments: dict[str, str]
 ) -> StoredTopic:
-    await req.run(_validate, arn, name, endpoint, arguments)
+    await req.run_data(_validate, arn, name, endpoint, arguments)  # resolves the host
     services = req.services
     stored = await req.run(
         services.eventing.put_topic,
