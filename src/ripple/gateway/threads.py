@@ -37,8 +37,9 @@ DATA_THREADS = 32
 
 
 def metabase_threads(dialect: str) -> int:
-    """How many metabase threads a gateway over this kind of metabase runs."""
-    return METABASE_THREADS.get(dialect, DATA_THREADS)
+    """How many metabase threads a gateway over this kind of metabase (`Metabase.dialect`:
+    sqlite or postgresql) runs."""
+    return METABASE_THREADS[dialect]
 
 
 class Workers:
