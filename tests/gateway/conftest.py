@@ -75,3 +75,8 @@ def gateway(services: Services, tmp_path: Path) -> Iterator[Running]:
 @pytest.fixture
 def s3(gateway: Running) -> Any:
     return gateway.client()
+
+
+def unanswered_writes(services: Services) -> int:
+    """How many object writes of this gateway wait to be committed or are being committed."""
+    return services.commits.unanswered()

@@ -184,7 +184,7 @@ async def _answer(req: S3Request, head: bool) -> Response:
     # a plain GET of a small object reads its data with the look-up
     whole = not head and not req.header("range") and "partNumber" not in req.query
     try:
-        obj, data = await req.run(_look_up, req, whole)
+        obj, data = await req.read(_look_up, req, whole)
     except (ObjectNotFound, MethodNotAllowed):
         await check_missing(req, operation)  # gone since `grant_access` found it
         raise

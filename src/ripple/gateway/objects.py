@@ -164,7 +164,7 @@ async def put(req: S3Request) -> Response:
         await req.run_data(place, writer, data.path_of(stream_id))
 
     def store() -> CommitResult:
-        """Commit the version, free the data it replaced."""
+        """Commit the version (or, not committed, remove its data file)."""
         try:
             result = commit_within(
                 None if writer is None else writer.commit_by,
@@ -189,10 +189,9 @@ async def put(req: S3Request) -> Response:
             if writer is not None:
                 data.remove([stream_id])
             raise
-        free(req, result.removed)
         return result
 
-    result = await req.run(store)
+    result = await req.commit(store, lambda result: free(req, result.removed))
     headers = {
         "etag": quoted(result.object.etag),
         **version_headers(result.object),
@@ -228,10 +227,10 @@ async def delete(req: S3Request) -> Response:
     tag = req.context.tag("delete")
 
     def remove() -> DeleteResult:
-        """Take a rate-limit token, delete, free the data: one thread hop."""
+        """Take a rate-limit token and delete (its data freed once committed)."""
         req.services.deletes.take(req.project_id)
         if version_id is None:
-            result = delete_object(
+            return delete_object(
                 req.db,
                 req.object_location,
                 bypass_governance=bypass,
@@ -239,20 +238,17 @@ async def delete(req: S3Request) -> Response:
                 condition=condition,
                 tag=tag,
             )
-        else:
-            result = delete_object_version(
-                req.db,
-                req.object_location,
-                version_id,
-                bypass_governance=bypass,
-                can_bypass_governance=allowed,
-                condition=condition,
-                tag=tag,
-            )
-        free(req, result.removed)
-        return result
+        return delete_object_version(
+            req.db,
+            req.object_location,
+            version_id,
+            bypass_governance=bypass,
+            can_bypass_governance=allowed,
+            condition=condition,
+            tag=tag,
+        )
 
-    result = await req.run(remove)
+    result = await req.commit(remove, lambda result: free(req, result.removed))
     headers: dict[str, str] = {}
     if version_id is not None:
         headers["x-amz-version-id"] = version_id

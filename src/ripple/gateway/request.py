@@ -24,6 +24,7 @@ from ripple.gateway.context import RequestContext
 from ripple.gateway.data import ObjectData
 from ripple.gateway.errors import S3Error
 from ripple.gateway.ratelimit import RateLimit
+from ripple.gateway.together import Together
 from ripple.metabase import BucketLocation, Metabase, ObjectLocation
 from ripple.metabase.acl import BucketOwner, bucket_owner_by_name
 from ripple.metabase.rows import MAX_KEY_BYTES
@@ -115,9 +116,13 @@ class Services:
     watcher: ConfigWatcher = field(init=False)
     owners: BucketOwners = field(init=False)  # who holds each bucket name
     workers: threads.Workers = field(init=False)  # the metabase threads (`S3Request.run`)
+    commits: Together = field(init=False)  # object writes, committed together (`commit`)
+    reads: Together = field(init=False)  # object reads, sent on together (`S3Request.read`)
 
     def __post_init__(self) -> None:
         self.workers = threads.Workers(threads.metabase_threads(self.db.dialect), "gateway")
+        self.commits = Together(self.db, self.workers, self.db.write_together)
+        self.reads = Together(self.db, self.workers, self.db.read_together)
         self.eventing = EventingStore(self.db)
         self.owners = BucketOwners(self.db)
         self.watcher = ConfigWatcher.for_registry(
@@ -322,6 +327,17 @@ class S3Request:
         """Call a blocking metabase operation off the event loop (`threads`: the metabase
         threads). File work goes to `run_data`."""
         return await self.services.workers.run(fn, *args, **kwargs)
+
+    async def commit(self, write: Callable[[], T], then: Callable[[T], None] | None = None) -> T:
+        """Make an object write (`write()`, a metabase write) on the metabase threads,
+        committed together with others waiting now (`ripple.gateway.together`), then
+        `then(result)` once it is committed."""
+        return await self.services.commits.run(write, then)
+
+    async def read(self, fn: Callable[..., T], *args: object) -> T:
+        """`fn(*args)`, an object read (metabase reads, opening its data), on the metabase
+        threads with others waiting now (`ripple.gateway.together`)."""
+        return await self.services.reads.run(functools.partial(fn, *args))
 
     async def run_data(self, fn: Callable[..., T], *args: object, **kwargs: object) -> T:
         """Call blocking work that may take long or wait for another request (a copy,

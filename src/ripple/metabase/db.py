@@ -17,7 +17,7 @@ import select
 import threading
 import time
 import uuid
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager, contextmanager, nullcontext
 from datetime import UTC, datetime
 from pathlib import Path
@@ -31,6 +31,7 @@ from ripple.changestream.capture import Capture, TransactionTag, attach, detach
 from ripple.changestream.values import datetime_ns
 from ripple.changestream.writer import ChangeStreamWriter, Partitioning
 from ripple.metabase.errors import CommitTooLate, ConflictRetry, InvalidArgument
+from ripple.metabase.group import Group, GroupBroken, Outcome
 from ripple.metabase.schema import buckets, objects
 
 # Is eventing enabled for this bucket (project id, bucket name)? Called for every row a
@@ -43,6 +44,7 @@ log = logging.getLogger(__name__)
 
 _WRITE_OPTION = "ripple_write"
 _MAX_ATTEMPTS = 8
+_TOO_LATE = "the metabase was too slow to commit this write in time; try again"
 
 
 def normalize_url(url: str) -> sa.URL:
@@ -193,6 +195,13 @@ def _writer_turns(database: str) -> _WriterTurns:
         return _TURNS[path]
 
 
+def _outcome(call: Callable[[], T]) -> Outcome[T]:
+    try:
+        return Outcome(value=call())
+    except Exception as e:
+        return Outcome(error=e)
+
+
 def _is_write_conflict(error: exc.DBAPIError) -> bool:
     """A unique violation on a version we computed, a serialization failure or a deadlock."""
     sqlstate = getattr(error.orig, "sqlstate", None)
@@ -257,8 +266,27 @@ class Metabase:
                 "exclude_txn_from_change_streams is a write transaction option; "
                 "a read-only transaction must not set it"
             )
+        reader: Connection | None = getattr(self._local, "reader", None)
+        if reader is not None and not reader.in_transaction():  # in `read_together`
+            with reader.begin():
+                yield reader
+            return
         with self.engine.connect() as conn, conn.begin():
             yield conn
+
+    def read_together(self, calls: Sequence[Callable[[], T]]) -> list[Outcome[T]]:
+        """Call each of `calls` in turn, every read transaction they begin (`read`) on one
+        connection, one after another (each its own snapshot: a call that looks again sees
+        what committed meanwhile); each call's outcome, in order. It saves a pooled
+        connection's checkout and return per call."""
+        if len(calls) == 1 or getattr(self._local, "reader", None) is not None:
+            return [_outcome(call) for call in calls]
+        with self.engine.connect() as conn:
+            self._local.reader = conn
+            try:
+                return [_outcome(call) for call in calls]
+            finally:
+                self._local.reader = None
 
     @contextmanager
     def commit_deadline(self, deadline: float) -> Iterator[None]:
@@ -292,15 +320,28 @@ class Metabase:
         capture = Capture(
             tag, system=system, exclude_txn_from_change_streams=exclude_txn_from_change_streams
         )
+        group: Group | None = getattr(self._local, "group", None)
+        if group is not None:  # one of `write_together`'s members: a savepoint
+            with group.member() as conn:
+                attach(conn, capture)
+                try:
+                    yield conn
+                    deadline = getattr(self._local, "deadline", None)
+                    if deadline is not None:
+                        if time.monotonic() > deadline:
+                            raise CommitTooLate(_TOO_LATE)
+                        group.deadlines.append(deadline)
+                    self.changestreams.flush(conn, capture, datetime_ns(self.now()))
+                finally:
+                    detach(conn)
+            return
         with self._writers, self.writer.connect() as conn, conn.begin():
             attach(conn, capture)
             try:
                 yield conn
                 deadline = getattr(self._local, "deadline", None)
                 if deadline is not None and time.monotonic() > deadline:
-                    raise CommitTooLate(
-                        "the metabase was too slow to commit this write in time; try again"
-                    )
+                    raise CommitTooLate(_TOO_LATE)
                 now_ns = datetime_ns(self.now())
                 if self.before_commit:
                     self.changestreams.flush(conn, capture, now_ns)
@@ -336,6 +377,44 @@ class Metabase:
                     raise
                 time.sleep(random.uniform(0, 0.002 * 2**attempt))
         raise ConflictRetry("too many concurrent writes to the same objects; try again")
+
+    def write_together(self, calls: Sequence[Callable[[], T]]) -> list[Outcome[T]]:
+        """Group commit (`ripple.metabase.group`, SQLite): call each of `calls` in turn, in
+        one write transaction in which every write transaction a call makes (`write`,
+        `run_write`) is a savepoint, and commit once. Each call's outcome, in order: its
+        result, or its exception (its writes rolled back); if the commit fails (or a
+        member's commit deadline, `commit_deadline`, has passed by then), nothing is
+        committed and every call that succeeded gets the commit's exception.
+
+        Calls must write only through this metabase, in this thread, and do nothing that
+        cannot be undone before the commit (remove files after it). Over PostgreSQL each
+        call is its own transaction, as it would be alone: there, one transaction for many
+        requests would make one request's conflict every request's."""
+        if self.dialect != "sqlite" or len(calls) == 1:
+            return [_outcome(call) for call in calls]
+        if getattr(self._local, "group", None) is not None:
+            raise RuntimeError("write_together within write_together")
+        with self._writers, self.writer.connect() as conn:
+            transaction = conn.begin()
+            group = Group(conn)
+            self._local.group = group
+            try:
+                outcomes = [_outcome(call) for call in calls]
+            finally:
+                self._local.group = None
+            try:
+                if not group.intact():
+                    raise GroupBroken("the metabase rolled back this write with others")
+                if group.deadlines and time.monotonic() > min(group.deadlines):
+                    raise CommitTooLate(_TOO_LATE)
+                for hook in self.before_commit:
+                    hook(conn)
+                transaction.commit()
+            except Exception as e:
+                if transaction.is_active:
+                    transaction.rollback()
+                return [o if o.error is not None else Outcome(error=e) for o in outcomes]
+        return outcomes
 
     def dispose(self) -> None:
         self.engine.dispose()

@@ -1,0 +1,126 @@
+"""A gateway's metabase work sent to its metabase threads in groups (over SQLite).
+
+Object writes (PutObject, DeleteObject) are committed together (group commit,
+`ripple.metabase.group`): while one group is being committed, the writes that arrive
+wait; when it is done, every write waiting goes to the metabase threads as the next group:
+one thread hop, one transaction and one fsync for all of them, where each used to pay its
+own. What must follow a write's commit (removing the data of the versions it replaced)
+runs after the group's commit, on the same thread. Object reads (GetObject, HeadObject)
+go the same way, each its own read transaction on one connection (`Metabase.read_together`).
+
+A lone call goes at once, alone, so nothing waits that would not have waited anyway: for
+SQLite's one writer, or for the metabase thread reads share. Over PostgreSQL each call
+goes on as it comes, as many at a time as the gateway has metabase threads."""
+
+from __future__ import annotations
+
+import asyncio
+import weakref
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, TypeVar
+
+from ripple.gateway.threads import Workers
+from ripple.metabase import Metabase
+from ripple.metabase.group import Outcome
+
+T = TypeVar("T")
+
+
+@dataclass
+class _Call:
+    call: Callable[[], Any]
+    then: Callable[[Any], None] | None
+    answer: asyncio.Future[Any]
+
+
+@dataclass
+class _Queue:
+    """The calls waiting on one event loop, and the task sending them on, if one is."""
+
+    waiting: list[_Call] = field(default_factory=list)
+    sending: asyncio.Task[None] | None = None
+    on_their_way: int = 0  # calls in the group sent on, not yet answered
+
+
+Group = Callable[[list[Callable[[], Any]]], list[Outcome[Any]]]
+
+
+class Together:
+    """Calls of one kind (`group`: how a group of them runs on a metabase thread, e.g.
+    `Metabase.write_together`) sent to the metabase threads in groups."""
+
+    def __init__(self, db: Metabase, workers: Workers, group: Group) -> None:
+        self.workers = workers
+        self.group = group
+        self.together = db.dialect == "sqlite"
+        self._queues: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _Queue] = (
+            weakref.WeakKeyDictionary()
+        )
+
+    async def run(self, call: Callable[[], T], then: Callable[[T], None] | None = None) -> T:
+        """`call()` on a metabase thread (with others waiting now, over SQLite), then
+        `then(result)` once its group is done (committed); the result, or the exception of
+        either."""
+        if not self.together:
+            return await self.workers.run(_alone, call, then)
+        loop = asyncio.get_running_loop()
+        queue = self._queues.get(loop)
+        if queue is None:
+            queue = self._queues[loop] = _Queue()
+        answer: asyncio.Future[T] = loop.create_future()
+        queue.waiting.append(_Call(call, then, answer))
+        if queue.sending is None:
+            queue.sending = loop.create_task(self._send_waiting(queue))
+        return await answer
+
+    def unanswered(self) -> int:
+        """How many calls are waiting or on their way (on every event loop)."""
+        return sum(len(q.waiting) + q.on_their_way for q in list(self._queues.values()))
+
+    async def _send_waiting(self, queue: _Queue) -> None:
+        try:
+            while queue.waiting:
+                # a call whose request was cancelled before it went is not made, as one
+                # that had not started on a metabase thread was not
+                group = [w for w in queue.waiting if not w.answer.done()]
+                queue.waiting = []
+                if not group:
+                    continue
+                queue.on_their_way = len(group)
+                try:
+                    outcomes = await self.workers.run(self._run, group)
+                except BaseException as e:  # the pool is gone, or this task was cancelled
+                    for w in group:
+                        if not w.answer.done():
+                            w.answer.set_exception(e)
+                    raise
+                finally:
+                    queue.on_their_way = 0
+                for w, outcome in zip(group, outcomes, strict=True):
+                    if w.answer.done():  # its request was cancelled (the client went)
+                        continue
+                    if outcome.error is not None:
+                        w.answer.set_exception(outcome.error)
+                    else:
+                        w.answer.set_result(outcome.value)
+        finally:
+            queue.sending = None
+
+    def _run(self, group: list[_Call]) -> list[Outcome[Any]]:
+        """On a metabase thread: the group, then each call's `then` (if it succeeded)."""
+        outcomes = self.group([w.call for w in group])
+        for w, outcome in zip(group, outcomes, strict=True):
+            if w.then is not None and outcome.error is None:
+                try:
+                    w.then(outcome.value)
+                except Exception as e:
+                    outcome.error = e
+        return outcomes
+
+
+def _alone(call: Callable[[], T], then: Callable[[T], None] | None) -> T:
+    result = call()
+    if then is not None:
+        then(result)
+    return result

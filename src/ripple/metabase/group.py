@@ -1,0 +1,77 @@
+"""Group commit: the write transactions of several requests run one after another in one
+transaction of the metabase, each in a savepoint of its own, and committed together.
+
+SQLite commits one writer at a time, each commit an fsync and, in a gateway, a thread hop
+and a pooled connection's checkout, begin, commit and return: for a small PutObject these
+cost as much CPU as its statements. A gateway hands the writes waiting at one moment to
+`Metabase.write_together` (`ripple.gateway.commits`), which pays them once for all.
+
+A member (one call) sees the writes of the members before it, as it would had they
+committed first; one that fails is rolled back to its savepoint, alone; its change records
+are its own (their own transaction id and request context, `Metabase.write`). Nothing is
+committed until every member has run, and if the commit fails no member is committed."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import Any, Generic, TypeVar
+
+from sqlalchemy.engine import Connection
+
+T = TypeVar("T")
+
+
+@dataclass
+class Outcome(Generic[T]):
+    """What one member came to: its result, or the exception it (or the commit) raised."""
+
+    value: T | None = None
+    error: Exception | None = None
+
+    def result(self) -> T:
+        if self.error is not None:
+            raise self.error
+        return self.value  # type: ignore[return-value]
+
+
+class GroupBroken(Exception):
+    """The group's transaction ended under a member (SQLite rolls a whole transaction back on
+    some errors: a full disk, an I/O error): no member of the group is committed."""
+
+
+@dataclass
+class Group:
+    """The transaction a group of write transactions runs in, on one connection."""
+
+    conn: Connection
+    deadlines: list[float] = field(default_factory=list)  # the members' commit deadlines
+
+    @property
+    def _driver(self) -> Any:
+        return self.conn.connection.driver_connection
+
+    def intact(self) -> bool:
+        """Whether the group's transaction is still open."""
+        return bool(self._driver.in_transaction)
+
+    @contextmanager
+    def member(self) -> Iterator[Connection]:
+        """One member's write transaction: a savepoint, released when the block ends, rolled
+        back (alone) on an exception. On the driver's connection, as BEGIN is
+        (`ripple.metabase.db`): through SQLAlchemy a savepoint costs more than its statement."""
+        if not self.intact():
+            raise GroupBroken("the metabase rolled back a write this one was committed with")
+        driver = self._driver
+        driver.execute("SAVEPOINT member")
+        try:
+            yield self.conn
+        except BaseException:
+            if self.intact():
+                driver.execute("ROLLBACK TO member")
+                driver.execute("RELEASE member")
+            raise
+        if not self.intact():
+            raise GroupBroken("the metabase rolled back this write with others")
+        driver.execute("RELEASE member")

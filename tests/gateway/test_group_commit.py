@@ -1,0 +1,95 @@
+"""Object writes that arrive while a group is being committed wait and are committed
+together (`ripple.gateway.together`, SQLite): each answered as if alone, the data of
+what they replaced removed only once the group has committed."""
+
+from __future__ import annotations
+
+import threading
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+import pytest
+import sqlalchemy as sa
+from botocore.exceptions import ClientError
+
+from tests.gateway.conftest import Running, unanswered_writes
+from tests.gateway.wire import FILE_SIZE
+from tests.waiting import wait_for
+
+SQLITE_ONLY = pytest.mark.parametrize("db", ["sqlite"], indirect=True)
+WRITES = 9
+
+
+class HeldCommits:
+    """A `before_commit` hook: the first commit waits until released (the writes that
+    reach their commit meanwhile wait behind it); while `failing`, every commit fails."""
+
+    def __init__(self) -> None:
+        self.commits = 0
+        self.release = threading.Event()
+        self.failing = False
+
+    def __call__(self, _conn: sa.Connection) -> None:
+        self.commits += 1
+        if self.commits == 1:
+            self.release.wait(30)
+        if self.failing:
+            raise RuntimeError("the commit failed")
+
+
+def _put_together(gateway: Running, bodies: dict[str, bytes], hook: HeldCommits) -> list[Any]:
+    """PUT every body at once, the first commit held until the rest wait behind it; each
+    PUT's answer, or its error."""
+    db = gateway.services.db
+    db.before_commit.append(hook)
+    try:
+        # made here (making boto3 clients is not thread-safe); one attempt each
+        clients = [gateway.client(retries={"total_max_attempts": 1}) for _ in bodies]
+        with ThreadPoolExecutor(len(bodies)) as pool:
+
+            def put(client: Any, key: str, body: bytes) -> Any:
+                try:
+                    return client.put_object(Bucket="group", Key=key, Body=body)
+                except ClientError as e:
+                    return e
+
+            answers = pool.map(put, clients, bodies.keys(), bodies.values())
+            wait_for(
+                lambda: unanswered_writes(gateway.services) == len(bodies),
+                what="every write to reach its commit",
+            )
+            hook.release.set()
+            return list(answers)
+    finally:
+        db.before_commit.remove(hook)
+
+
+@SQLITE_ONLY
+def test_writes_that_wait_are_committed_together(gateway: Running, s3: Any) -> None:
+    s3.create_bucket(Bucket="group")
+    bodies = {f"k{i}": f"body {i}".encode() for i in range(WRITES)}
+    hook = HeldCommits()
+    answers = _put_together(gateway, bodies, hook)
+    assert all(a["ResponseMetadata"]["HTTPStatusCode"] == 200 for a in answers)
+    # those that came first (one, or a few at the same moment), then all that waited
+    assert hook.commits <= 2
+    for key, body in bodies.items():
+        assert s3.get_object(Bucket="group", Key=key)["Body"].read() == body
+
+
+@SQLITE_ONLY
+def test_a_group_that_fails_keeps_the_data_it_would_have_replaced(
+    gateway: Running, s3: Any
+) -> None:
+    """Stored in files (past the inline limit), so replacing them would remove files."""
+    s3.create_bucket(Bucket="group")
+    old = {f"k{i}": bytes([i]) * FILE_SIZE for i in range(WRITES)}
+    for key, body in old.items():
+        s3.put_object(Bucket="group", Key=key, Body=body)
+    hook = HeldCommits()
+    hook.failing = True
+    answers = _put_together(gateway, {k: b"new" + v for k, v in old.items()}, hook)
+    assert all(isinstance(a, ClientError) for a in answers)
+    assert hook.commits <= 2
+    for key, body in old.items():
+        assert s3.get_object(Bucket="group", Key=key)["Body"].read() == body

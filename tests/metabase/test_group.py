@@ -1,0 +1,162 @@
+"""Group commit (`Metabase.write_together`): several write transactions committed as one
+over SQLite, each a savepoint that fails alone; over PostgreSQL each commits alone."""
+
+from __future__ import annotations
+
+import hashlib
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+
+import orjson
+import pytest
+import sqlalchemy as sa
+
+from ripple.changestream.capture import TransactionTag
+from ripple.changestream.schema import change_records
+from ripple.metabase import Metabase, ObjectLocation, WriteCondition
+from ripple.metabase.errors import CommitTooLate, ConditionalRequestConflict
+from ripple.metabase.group import GroupBroken
+from ripple.metabase.put_object import put_object
+from ripple.metabase.rows import new_stream_id
+from ripple.metabase.store_committed import CommitResult
+from tests.metabase.steps import World
+
+
+def _put(
+    world: World, key: str, data: bytes, request_id: str = "", **kwargs: object
+) -> Callable[[], CommitResult]:
+    loc = ObjectLocation(world.project.id, "bucket", key)
+    return lambda: put_object(
+        world.db,
+        loc,
+        stream_id=new_stream_id(),
+        size=len(data),
+        etag=hashlib.md5(data).hexdigest(),
+        inline_data=data,
+        tag=TransactionTag(request_id=request_id),
+        **kwargs,  # type: ignore[arg-type]
+    )
+
+
+@contextmanager
+def commits_counted(db: Metabase) -> Iterator[list[int]]:
+    """How many write transactions reach their commit, while the block runs."""
+    count = [0]
+
+    def hook(_conn: sa.Connection) -> None:
+        count[0] += 1
+
+    db.before_commit.append(hook)
+    try:
+        yield count
+    finally:
+        db.before_commit.remove(hook)
+
+
+def _inline(world: World) -> dict[str, bytes]:
+    return {o.object_key: o.inline_data or b"" for o in world.rows()}
+
+
+def test_members_commit_once_and_fail_alone(world: World) -> None:
+    world.put(world.bucket(), "taken")
+    with commits_counted(world.db) as commits:
+        outcomes = world.db.write_together(
+            [
+                _put(world, "a", b"first"),
+                # refused in the commit: its writes, and only its, are rolled back
+                _put(world, "taken", b"lost", condition=WriteCondition(if_none_match="*")),
+                _put(world, "a", b"second"),  # sees the first: it replaces it
+                _put(world, "b", b"third"),
+            ]
+        )
+    errors = [type(o.error) for o in outcomes]
+    assert errors == [type(None), ConditionalRequestConflict, type(None), type(None)]
+    expected = 1 if world.db.dialect == "sqlite" else 3
+    assert commits[0] == expected
+    first = outcomes[0].result()
+    assert [o.stream_id for o in outcomes[2].result().removed] == [first.object.stream_id]
+    assert _inline(world) == {"a": b"second", "b": b"third", "taken": b"hello"}
+
+
+def test_each_member_has_change_records_of_its_own(world: World) -> None:
+    world.bucket()
+    world.db.eventing = lambda _project, _bucket: True
+    outcomes = world.db.write_together(
+        [_put(world, f"k{i}", b"x", request_id=f"request-{i}") for i in range(3)]
+    )
+    assert all(o.error is None for o in outcomes)
+    with world.db.read() as conn:
+        rows = conn.execute(
+            sa.select(change_records.c.transaction_id, change_records.c.transaction_tag)
+        ).all()
+    puts = [(r.transaction_id, orjson.loads(r.transaction_tag)) for r in rows]
+    ids = {txn: tag["request_id"] for txn, tag in puts if tag["operation"] == "put"}
+    assert sorted(ids.values()) == ["request-0", "request-1", "request-2"]
+
+
+def test_a_failed_commit_commits_no_member(world: World) -> None:
+    world.bucket()
+
+    def fail(_conn: sa.Connection) -> None:
+        raise RuntimeError("the disk is gone")
+
+    world.db.before_commit.append(fail)
+    try:
+        outcomes = world.db.write_together([_put(world, "a", b"1"), _put(world, "b", b"2")])
+    finally:
+        world.db.before_commit.remove(fail)
+    assert [str(o.error) for o in outcomes] == ["the disk is gone"] * 2
+    assert _inline(world) == {}
+
+
+@pytest.mark.parametrize("db", ["sqlite"], indirect=True)
+def test_a_member_that_ends_the_transaction_breaks_the_group(world: World) -> None:
+    """SQLite rolls a whole transaction back on some errors (a full disk): the members after
+    it must not run outside one, each committing on its own."""
+    world.bucket()
+
+    def roll_back() -> None:
+        with world.db.write() as conn:
+            conn.connection.driver_connection.execute("ROLLBACK")  # type: ignore[union-attr]
+
+    outcomes = world.db.write_together([_put(world, "a", b"1"), roll_back, _put(world, "b", b"2")])
+    assert [type(o.error) for o in outcomes] == [GroupBroken] * 3
+    assert _inline(world) == {}
+
+
+@pytest.mark.parametrize("db", ["sqlite"], indirect=True)
+def test_a_deadline_passed_before_the_commit_commits_no_member(world: World) -> None:
+    world.bucket()
+    deadline = time.monotonic() + 0.05
+
+    def in_time() -> CommitResult:
+        with world.db.commit_deadline(deadline):
+            return _put(world, "a", b"1")()
+
+    def slow() -> CommitResult:
+        time.sleep(max(0.0, deadline - time.monotonic()) + 0.01)  # the member after is slow
+        return _put(world, "b", b"2")()
+
+    outcomes = world.db.write_together([in_time, slow])
+    assert [type(o.error) for o in outcomes] == [CommitTooLate, CommitTooLate]
+    assert _inline(world) == {}
+
+
+def test_reads_together_share_a_connection_not_a_snapshot(world: World) -> None:
+    bucket = world.bucket()
+    checkouts = [0]
+
+    def count(*_args: object) -> None:
+        checkouts[0] += 1
+
+    def keys() -> list[str]:
+        return [o.object_key for o in world.rows()]
+
+    sa.event.listen(world.db.engine, "checkout", count)
+    try:
+        outcomes = world.db.read_together([keys, lambda: world.put(bucket, "new"), keys])
+    finally:
+        sa.event.remove(world.db.engine, "checkout", count)
+    assert [outcomes[0].result(), outcomes[2].result()] == [[], ["new"]]
+    assert checkouts[0] == 2  # the reads' one connection, and the write's own
