@@ -224,9 +224,7 @@ class _Claim:
     params: list[tuple[str, str]]  # the signed query parameters
     expires: int | None  # presigned URLs: seconds of validity
 
-    @property
-    def amz_date(self) -> str:
-        return self.when.strftime(AMZ_DATE_FORMAT)
+    amz_date: str  # `when` as signed: YYYYMMDDTHHMMSSZ, as sent
 
 
 def _header_claim(
@@ -260,8 +258,10 @@ def _header_claim(
         )
     _payload_hash(payload)
     when: datetime | None = None
+    amz_date: str | None = None
     if "x-amz-date" in headers:
-        when = _parse_amz_date(headers["x-amz-date"].strip())
+        amz_date = headers["x-amz-date"].strip()
+        when = _parse_amz_date(amz_date)
     elif "date" in headers:
         try:
             when = parsedate_to_datetime(headers["date"])
@@ -275,7 +275,7 @@ def _header_claim(
             "AWS authentication requires a valid Date or x-amz-date header; send one.",
         )
     fields_in_order = (fields["Credential"], fields["SignedHeaders"], fields["Signature"])
-    return _claim(_HEADER_ERROR, service, *fields_in_order, when, payload, params, None)
+    return _claim(_HEADER_ERROR, service, *fields_in_order, when, amz_date, payload, params, None)
 
 
 def _query_claim(params: list[tuple[str, str]], service: str) -> _Claim:
@@ -314,7 +314,8 @@ def _query_claim(params: list[tuple[str, str]], service: str) -> _Claim:
     _payload_hash(payload)
     signed_params = [(name, value) for name, value in params if name != "X-Amz-Signature"]
     fields = (values["X-Amz-Credential"], values["X-Amz-SignedHeaders"], values["X-Amz-Signature"])
-    return _claim(_QUERY_ERROR, service, *fields, when, payload, signed_params, expires)
+    amz_date = values["X-Amz-Date"]
+    return _claim(_QUERY_ERROR, service, *fields, when, amz_date, payload, signed_params, expires)
 
 
 def _claim(
@@ -324,11 +325,13 @@ def _claim(
     signed_headers: str,
     signature: str,
     when: datetime,
+    amz_date: str | None,
     payload: str,
     params: list[tuple[str, str]],
     expires: int | None,
 ) -> _Claim:
-    """The claim, once its credential scope and signed header list are well formed."""
+    """The claim, once its credential scope and signed header list are well formed.
+    `amz_date`: `when` as the request sent it (YYYYMMDDTHHMMSSZ; None: from a Date header)."""
     pieces = credential.rsplit("/", 4)
     if len(pieces) != 5 or not all(pieces):
         raise _malformed(
@@ -337,7 +340,9 @@ def _claim(
             'aws4_request"',
         )
     access_key_id, date, region, service, terminator = pieces
-    if date != when.strftime("%Y%m%d"):
+    if amz_date is None:  # from a Date header
+        amz_date = when.strftime(AMZ_DATE_FORMAT)
+    if date != amz_date[:8]:
         raise _malformed(code, f"Invalid credential date {date!r}: it is not the request's date")
     if service != expected_service:
         raise _malformed(
@@ -356,7 +361,8 @@ def _claim(
             "SignatureDoesNotMatch",
             "The signature is not 64 lower-case hex digits; check the client's signing method.",
         )
-    return _Claim(access_key_id, region, sorted(names), signature, when, payload, params, expires)
+    names.sort()
+    return _Claim(access_key_id, region, names, signature, when, payload, params, expires, amz_date)
 
 
 def _malformed(code: str, detail: str) -> S3Error:
