@@ -4,7 +4,9 @@ what they replaced removed only once the group has committed."""
 
 from __future__ import annotations
 
+import functools
 import threading
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
@@ -37,31 +39,43 @@ class HeldCommits:
             raise RuntimeError("the commit failed")
 
 
-def _put_together(gateway: Running, bodies: dict[str, bytes], hook: HeldCommits) -> list[Any]:
-    """PUT every body at once, the first commit held until the rest wait behind it; each
-    PUT's answer, or its error."""
+def _together(gateway: Running, calls: list[Callable[[Any], Any]], hook: HeldCommits) -> list[Any]:
+    """Every call (given its own boto3 client) at once, the first commit held until the
+    rest wait behind it; each call's answer, or its error."""
     db = gateway.services.db
     db.before_commit.append(hook)
     try:
         # made here (making boto3 clients is not thread-safe); one attempt each
-        clients = [gateway.client(retries={"total_max_attempts": 1}) for _ in bodies]
-        with ThreadPoolExecutor(len(bodies)) as pool:
+        clients = [gateway.client(retries={"total_max_attempts": 1}) for _ in calls]
+        with ThreadPoolExecutor(len(calls)) as pool:
 
-            def put(client: Any, key: str, body: bytes) -> Any:
+            def make(call: Callable[[Any], Any], client: Any) -> Any:
                 try:
-                    return client.put_object(Bucket="group", Key=key, Body=body)
+                    return call(client)
                 except ClientError as e:
                     return e
 
-            answers = pool.map(put, clients, bodies.keys(), bodies.values())
+            answers = pool.map(make, calls, clients)
             wait_for(
-                lambda: unanswered_writes(gateway.services) == len(bodies),
+                lambda: unanswered_writes(gateway.services) == len(calls),
                 what="every write to reach its commit",
             )
             hook.release.set()
             return list(answers)
     finally:
         db.before_commit.remove(hook)
+
+
+def _put_together(gateway: Running, bodies: dict[str, bytes], hook: HeldCommits) -> list[Any]:
+    return _together(
+        gateway,
+        [functools.partial(_put, key=key, body=body) for key, body in bodies.items()],
+        hook,
+    )
+
+
+def _put(client: Any, key: str, body: bytes) -> Any:
+    return client.put_object(Bucket="group", Key=key, Body=body)
 
 
 @SQLITE_ONLY
@@ -93,3 +107,28 @@ def test_a_group_that_fails_keeps_the_data_it_would_have_replaced(
     assert hook.commits <= 2
     for key, body in old.items():
         assert s3.get_object(Bucket="group", Key=key)["Body"].read() == body
+
+
+@SQLITE_ONLY
+def test_deletes_that_wait_are_committed_together(gateway: Running, s3: Any) -> None:
+    """Each takes a token of the project's delete rate limit (a write of its own) and
+    deletes, in the group's transaction."""
+    s3.create_bucket(Bucket="group")
+    keys = [f"k{i}" for i in range(WRITES)]
+    for key in keys:
+        s3.put_object(Bucket="group", Key=key, Body=b"x" * FILE_SIZE)
+    hook = HeldCommits()
+    answers = _together(
+        gateway,
+        [functools.partial(_delete, key=key) for key in keys],
+        hook,
+    )
+    assert [a["ResponseMetadata"]["HTTPStatusCode"] for a in answers] == [204] * WRITES
+    # alone, a delete is two transactions (its token, then the delete): the first delete's
+    # two (or those of the few that came first, as one group), then one for all the rest
+    assert hook.commits <= 3
+    assert "Contents" not in s3.list_objects_v2(Bucket="group")
+
+
+def _delete(client: Any, key: str) -> Any:
+    return client.delete_object(Bucket="group", Key=key)

@@ -14,12 +14,12 @@ import sqlalchemy as sa
 
 from ripple.changestream.capture import TransactionTag
 from ripple.changestream.schema import change_records
-from ripple.metabase import Metabase, ObjectLocation, WriteCondition
+from ripple.metabase import Metabase, Object, ObjectLocation, Status, WriteCondition
 from ripple.metabase.errors import CommitTooLate, ConditionalRequestConflict
 from ripple.metabase.group import GroupBroken
 from ripple.metabase.put_object import put_object
-from ripple.metabase.rows import new_stream_id
-from ripple.metabase.store_committed import CommitResult
+from ripple.metabase.rows import new_stream_id, start_key_write
+from ripple.metabase.store_committed import CommitResult, store_committed
 from tests.metabase.steps import World
 
 
@@ -128,7 +128,7 @@ def test_a_member_that_ends_the_transaction_breaks_the_group(world: World) -> No
 @pytest.mark.parametrize("db", ["sqlite"], indirect=True)
 def test_a_deadline_passed_before_the_commit_commits_no_member(world: World) -> None:
     world.bucket()
-    deadline = time.monotonic() + 0.05
+    deadline = time.monotonic() + 1.0
 
     def in_time() -> CommitResult:
         with world.db.commit_deadline(deadline):
@@ -160,3 +160,39 @@ def test_reads_together_share_a_connection_not_a_snapshot(world: World) -> None:
         sa.event.remove(world.db.engine, "checkout", count)
     assert [outcomes[0].result(), outcomes[2].result()] == [[], ["new"]]
     assert checkouts[0] == 2  # the reads' one connection, and the write's own
+
+
+@pytest.mark.parametrize("db", ["sqlite"], indirect=True)
+def test_no_change_record_is_written_once_the_group_has_ended(world: World) -> None:
+    """The transaction ends inside a member's write after its row changes were captured,
+    and the member goes on as if nothing happened: its change records must not be written
+    (outside the group they would commit alone, for a change that never committed)."""
+    bucket = world.bucket()
+    world.db.eventing = lambda _project, _bucket: True
+    loc = ObjectLocation(world.project.id, bucket.bucket_name, "ghost")
+
+    def ghost() -> None:
+        tag = TransactionTag(operation="put", request_id="ghost")
+        with world.db.write(tag, exclude_txn_from_change_streams=False) as conn:
+            found = start_key_write(conn, loc)
+            now = world.db.now()
+            new = Object(
+                project_id=loc.project_id,
+                bucket_name=loc.bucket_name,
+                object_key=loc.object_key,
+                version=0,
+                stream_id=new_stream_id(),
+                status=Status.PENDING,
+                created_at=now,
+                total_plain_size=1,
+                etag="0" * 32,
+                inline_data=b"x",
+            )
+            store_committed(conn, found, new, now, explicit_retention=False)
+            conn.connection.driver_connection.execute("ROLLBACK")  # type: ignore[union-attr]
+
+    outcomes = world.db.write_together([_put(world, "a", b"1"), ghost])
+    assert [type(o.error) for o in outcomes] == [GroupBroken] * 2
+    with world.db.read() as conn:
+        tags = conn.execute(sa.select(change_records.c.transaction_tag)).scalars().all()
+    assert not [t for t in tags if "ghost" in t]

@@ -90,11 +90,12 @@ class Together:
                 queue.on_their_way = len(group)
                 try:
                     outcomes = await self.workers.run(self._run, group)
-                except BaseException as e:  # the pool is gone, or this task was cancelled
-                    for w in group:
-                        if not w.answer.done():
-                            w.answer.set_exception(e)
+                except asyncio.CancelledError:  # the loop is closing: nobody will be answered
+                    for w in group + queue.waiting:
+                        w.answer.cancel()
                     raise
+                except Exception as e:  # the group as a whole failed (no connection, …)
+                    outcomes = [Outcome(error=e) for _ in group]
                 finally:
                     queue.on_their_way = 0
                 for w, outcome in zip(group, outcomes, strict=True):

@@ -31,7 +31,7 @@ from ripple.changestream.capture import Capture, TransactionTag, attach, detach
 from ripple.changestream.values import datetime_ns
 from ripple.changestream.writer import ChangeStreamWriter, Partitioning
 from ripple.metabase.errors import CommitTooLate, ConflictRetry, InvalidArgument
-from ripple.metabase.group import Group, GroupBroken, Outcome
+from ripple.metabase.group import Group, Outcome
 from ripple.metabase.schema import buckets, objects
 
 # Is eventing enabled for this bucket (project id, bucket name)? Called for every row a
@@ -327,11 +327,12 @@ class Metabase:
                 try:
                     yield conn
                     deadline = getattr(self._local, "deadline", None)
-                    if deadline is not None:
-                        if time.monotonic() > deadline:
-                            raise CommitTooLate(_TOO_LATE)
-                        group.deadlines.append(deadline)
+                    if deadline is not None and time.monotonic() > deadline:
+                        raise CommitTooLate(_TOO_LATE)
+                    group.check()  # no change record may be written outside the group
                     self.changestreams.flush(conn, capture, datetime_ns(self.now()))
+                    if deadline is not None:
+                        group.deadlines.append(deadline)
                 finally:
                     detach(conn)
             return
@@ -403,8 +404,7 @@ class Metabase:
             finally:
                 self._local.group = None
             try:
-                if not group.intact():
-                    raise GroupBroken("the metabase rolled back this write with others")
+                group.check()
                 if group.deadlines and time.monotonic() > min(group.deadlines):
                     raise CommitTooLate(_TOO_LATE)
                 for hook in self.before_commit:

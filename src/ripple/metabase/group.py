@@ -47,31 +47,38 @@ class Group:
 
     conn: Connection
     deadlines: list[float] = field(default_factory=list)  # the members' commit deadlines
+    broken: bool = False  # a member's writes could not be undone: commit nothing
+
+    def check(self) -> None:
+        """`GroupBroken` unless the group's transaction is open and whole."""
+        if not self.intact():
+            raise GroupBroken("the metabase rolled back this write with others")
 
     @property
     def _driver(self) -> Any:
         return self.conn.connection.driver_connection
 
     def intact(self) -> bool:
-        """Whether the group's transaction is still open."""
-        return bool(self._driver.in_transaction)
+        """Whether the group's transaction is still open, every failed member undone."""
+        return not self.broken and bool(self._driver.in_transaction)
 
     @contextmanager
     def member(self) -> Iterator[Connection]:
         """One member's write transaction: a savepoint, released when the block ends, rolled
         back (alone) on an exception. On the driver's connection, as BEGIN is
         (`ripple.metabase.db`): through SQLAlchemy a savepoint costs more than its statement."""
-        if not self.intact():
-            raise GroupBroken("the metabase rolled back a write this one was committed with")
+        self.check()
         driver = self._driver
         driver.execute("SAVEPOINT member")
         try:
             yield self.conn
         except BaseException:
             if self.intact():
-                driver.execute("ROLLBACK TO member")
-                driver.execute("RELEASE member")
+                try:
+                    driver.execute("ROLLBACK TO member")
+                    driver.execute("RELEASE member")
+                except Exception:
+                    self.broken = True  # its writes would be committed with the rest
             raise
-        if not self.intact():
-            raise GroupBroken("the metabase rolled back this write with others")
+        self.check()
         driver.execute("RELEASE member")
