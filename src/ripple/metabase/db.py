@@ -326,9 +326,7 @@ class Metabase:
                 attach(conn, capture)
                 try:
                     yield conn
-                    deadline = getattr(self._local, "deadline", None)
-                    if deadline is not None and time.monotonic() > deadline:
-                        raise CommitTooLate(_TOO_LATE)
+                    deadline = self._deadline_kept()
                     group.check()  # no change record may be written outside the group
                     self.changestreams.flush(conn, capture, datetime_ns(self.now()))
                     if deadline is not None:
@@ -340,9 +338,7 @@ class Metabase:
             attach(conn, capture)
             try:
                 yield conn
-                deadline = getattr(self._local, "deadline", None)
-                if deadline is not None and time.monotonic() > deadline:
-                    raise CommitTooLate(_TOO_LATE)
+                self._deadline_kept()
                 now_ns = datetime_ns(self.now())
                 if self.before_commit:
                     self.changestreams.flush(conn, capture, now_ns)
@@ -352,6 +348,14 @@ class Metabase:
                     self.changestreams.flush(conn, capture, now_ns, commit=True)
             finally:
                 detach(conn)
+
+    def _deadline_kept(self) -> float | None:
+        """This thread's commit deadline (`commit_deadline`), if it has one; `CommitTooLate`
+        once it has passed."""
+        deadline: float | None = getattr(self._local, "deadline", None)
+        if deadline is not None and time.monotonic() > deadline:
+            raise CommitTooLate(_TOO_LATE)
+        return deadline
 
     def run_write(
         self,
