@@ -6,19 +6,17 @@ from __future__ import annotations
 import asyncio
 import threading
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
 import pytest
 
 from ripple.gateway.threads import Workers
 from ripple.gateway.together import Together
-from ripple.metabase import Metabase
 from ripple.metabase.group import Outcome
+from tests.waiting import wait_for
 
 
-def test_calls_waiting_behind_a_failed_group_are_sent(tmp_path: Path) -> None:
-    db = Metabase(f"sqlite:///{tmp_path}/metabase.db")  # only its dialect is asked
+def test_calls_waiting_behind_a_failed_group_are_sent() -> None:
     first_running = threading.Event()
     release = threading.Event()
     groups: list[int] = []
@@ -31,7 +29,7 @@ def test_calls_waiting_behind_a_failed_group_are_sent(tmp_path: Path) -> None:
             raise OSError("no connection")
         return [Outcome(value=call()) for call in calls]
 
-    together = Together(db, Workers(2, "test"), group)
+    together = Together(Workers(2, "test"), group, flights=1)
 
     async def scenario() -> list[Any]:
         first = asyncio.ensure_future(together.run(lambda: "first"))
@@ -48,11 +46,9 @@ def test_calls_waiting_behind_a_failed_group_are_sent(tmp_path: Path) -> None:
     assert isinstance(first, OSError)
     assert second == "second"
     assert groups == [1, 1]
-    db.dispose()
 
 
-def test_a_call_cancelled_while_waiting_is_not_made(tmp_path: Path) -> None:
-    db = Metabase(f"sqlite:///{tmp_path}/metabase.db")
+def test_a_call_cancelled_while_waiting_is_not_made() -> None:
     running = threading.Event()
     release = threading.Event()
     made: list[str] = []
@@ -62,7 +58,7 @@ def test_a_call_cancelled_while_waiting_is_not_made(tmp_path: Path) -> None:
         release.wait(10)
         return [Outcome(value=call()) for call in calls]
 
-    together = Together(db, Workers(2, "test"), group)
+    together = Together(Workers(2, "test"), group, flights=1)
 
     async def scenario() -> None:
         first = asyncio.ensure_future(together.run(lambda: made.append("first")))
@@ -77,4 +73,34 @@ def test_a_call_cancelled_while_waiting_is_not_made(tmp_path: Path) -> None:
 
     asyncio.run(scenario())
     assert made == ["first"]
-    db.dispose()
+
+
+def test_as_many_groups_as_flights_go_at_once_and_the_rest_wait() -> None:
+    release = threading.Event()
+    groups: list[list[Any]] = []
+
+    def group(calls: list[Callable[[], Any]]) -> list[Outcome[Any]]:
+        outcomes = [Outcome(value=call()) for call in calls]
+        groups.append([o.value for o in outcomes])
+        release.wait(10)
+        return outcomes
+
+    together = Together(Workers(4, "test"), group, flights=2)
+
+    async def scenario() -> list[Any]:
+        loop = asyncio.get_running_loop()
+        calls = [asyncio.ensure_future(together.run(lambda: "a"))]
+        await loop.run_in_executor(None, wait_for, lambda: len(groups) == 1, "a's group")
+        calls.append(asyncio.ensure_future(together.run(lambda: "b")))
+        # b goes at once, beside a's group, not behind it
+        await loop.run_in_executor(None, wait_for, lambda: len(groups) == 2, "b's group")
+        calls += [asyncio.ensure_future(together.run(lambda: "c"))]
+        calls += [asyncio.ensure_future(together.run(lambda: "d"))]
+        await asyncio.sleep(0)
+        assert together.unanswered() == 4
+        assert len(groups) == 2  # c and d wait: two groups are out
+        release.set()
+        return await asyncio.wait_for(asyncio.gather(*calls), timeout=10)
+
+    assert asyncio.run(scenario()) == ["a", "b", "c", "d"]
+    assert groups == [["a"], ["b"], ["c", "d"]]

@@ -194,16 +194,30 @@ class ChangeStreamWriter:
 
         With `commit` on PostgreSQL, the INSERT and the COMMIT go to the server together (one
         round trip; the caller's own commit then finds nothing to do)."""
-        if not capture.mods:
-            return 0
+        return self.flush_all(conn, [capture], now_ns, commit=commit)
+
+    def flush_all(
+        self, conn: Connection, captures: Sequence[Capture], now_ns: int, *, commit: bool = False
+    ) -> int:
+        """`flush` for write transactions committed together (`ripple.metabase.group`), in
+        the order they ran: each its own records, with its own transaction id. All of them
+        go in partition order, as one transaction's do, so writers lock partition rows in
+        one order; within a partition, in the transactions' order."""
         rows: list[tuple[Any, ...]] = []
-        for stream in self.definitions(conn):
-            mods = [m for m in capture.mods if self._records(stream, capture, m)]
-            if mods:
-                rows.extend(self._record_rows(stream, capture, mods, now_ns))
+        for capture in captures:
+            if not capture.mods:
+                continue
+            own: list[tuple[Any, ...]] = []
+            for stream in self.definitions(conn):
+                mods = [m for m in capture.mods if self._records(stream, capture, m)]
+                if mods:
+                    own.extend(self._record_rows(stream, capture, mods, now_ns))
+            own.sort(key=lambda row: (row[0], row[2], row[5]))  # stream, partition, sequence
+            rows.extend(own)
         if not rows:
             return 0
-        rows.sort(key=lambda row: (row[0], row[2], row[5]))  # stream, partition, sequence
+        if len(captures) > 1:  # stable: a partition's records keep the transactions' order
+            rows.sort(key=lambda row: (row[0], row[2]))
         # Straight to the driver: this runs in every eventing commit, and building the
         # statement through SQLAlchemy cost more than the database's work.
         if conn.dialect.name == "postgresql" and commit:

@@ -121,8 +121,9 @@ class Services:
 
     def __post_init__(self) -> None:
         self.workers = threads.Workers(threads.metabase_threads(self.db.dialect), "gateway")
-        self.commits = Together(self.db, self.workers, self.db.write_together)
-        self.reads = Together(self.db, self.workers, self.db.read_together)
+        flights = 1 if self.db.dialect == "sqlite" else threads.POSTGRES_GROUPS
+        self.commits = Together(self.workers, self.db.write_together, flights=flights)
+        self.reads = Together(self.workers, self.db.read_together, flights=flights)
         self.eventing = EventingStore(self.db)
         self.owners = BucketOwners(self.db)
         self.watcher = ConfigWatcher.for_registry(

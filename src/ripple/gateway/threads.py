@@ -33,6 +33,10 @@ from typing import TypeVar
 T = TypeVar("T")
 
 METABASE_THREADS = {"sqlite": 2, "postgresql": 32}
+# Object reads and writes go to the metabase threads in groups (`ripple.gateway.together`),
+# over PostgreSQL this many groups of each at a time (over SQLite one): a group's calls run one
+# after another on one connection, and PostgreSQL can run several groups at once
+POSTGRES_GROUPS = 4
 DATA_THREADS = 32
 
 

@@ -8,9 +8,11 @@ own. What must follow a write's commit (removing the data of the versions it rep
 runs after the group's commit, on the same thread. Object reads (GetObject, HeadObject)
 go the same way, each its own read transaction on one connection (`Metabase.read_together`).
 
-A lone call goes at once, alone, so nothing waits that would not have waited anyway: for
-SQLite's one writer, or for the metabase thread reads share. Over PostgreSQL each call
-goes on as it comes, as many at a time as the gateway has metabase threads."""
+A call goes at once when fewer groups than allowed (`flights`) are on their way, so nothing
+waits that would not have waited anyway. Over SQLite, one group at a time: it has one
+writer, and its reads are CPU work that holds the interpreter lock. Over PostgreSQL, a few
+groups at a time (`threads.POSTGRES_GROUPS`): a group's statements wait on the network, and
+the server commits several transactions at once."""
 
 from __future__ import annotations
 
@@ -21,7 +23,6 @@ from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from ripple.gateway.threads import Workers
-from ripple.metabase import Metabase
 from ripple.metabase.group import Outcome
 
 T = TypeVar("T")
@@ -39,8 +40,9 @@ class _Queue:
     """The calls waiting on one event loop, and the task sending them on, if one is."""
 
     waiting: list[_Call] = field(default_factory=list)
-    sending: asyncio.Task[None] | None = None
-    on_their_way: int = 0  # calls in the group sent on, not yet answered
+    senders: int = 0  # tasks sending groups on (at most `Together.flights`)
+    tasks: set[asyncio.Task[None]] = field(default_factory=set)  # kept from being collected
+    on_their_way: int = 0  # calls in the groups sent on, not yet answered
 
 
 Group = Callable[[list[Callable[[], Any]]], list[Outcome[Any]]]
@@ -48,30 +50,36 @@ Group = Callable[[list[Callable[[], Any]]], list[Outcome[Any]]]
 
 class Together:
     """Calls of one kind (`group`: how a group of them runs on a metabase thread, e.g.
-    `Metabase.write_together`) sent to the metabase threads in groups."""
+    `Metabase.write_together`) sent to the metabase threads in groups, at most `flights`
+    groups on their way at once."""
 
-    def __init__(self, db: Metabase, workers: Workers, group: Group) -> None:
+    def __init__(self, workers: Workers, group: Group, *, flights: int) -> None:
+        if flights < 1:
+            raise ValueError("flights must be at least 1")
         self.workers = workers
         self.group = group
-        self.together = db.dialect == "sqlite"
+        self.flights = flights
         self._queues: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _Queue] = (
             weakref.WeakKeyDictionary()
         )
 
     async def run(self, call: Callable[[], T], then: Callable[[T], None] | None = None) -> T:
-        """`call()` on a metabase thread (with others waiting now, over SQLite), then
+        """`call()` on a metabase thread (with others waiting now), then
         `then(result)` once its group is done (committed); the result, or the exception of
         either."""
-        if not self.together:
-            return await self.workers.run(_alone, call, then)
         loop = asyncio.get_running_loop()
         queue = self._queues.get(loop)
         if queue is None:
             queue = self._queues[loop] = _Queue()
         answer: asyncio.Future[T] = loop.create_future()
         queue.waiting.append(_Call(call, then, answer))
-        if queue.sending is None:
-            queue.sending = loop.create_task(self._send_waiting(queue))
+        if queue.senders < self.flights:
+            # counted down as the task ends, not by its done callback: a call coming
+            # between the two would find no sender and wait for ever
+            queue.senders += 1
+            task = loop.create_task(self._send_waiting(queue))
+            queue.tasks.add(task)
+            task.add_done_callback(queue.tasks.discard)
         return await answer
 
     def unanswered(self) -> int:
@@ -87,7 +95,7 @@ class Together:
                 queue.waiting = []
                 if not group:
                     continue
-                queue.on_their_way = len(group)
+                queue.on_their_way += len(group)
                 try:
                     outcomes = await self.workers.run(self._run, group)
                 except asyncio.CancelledError:  # the loop is closing: nobody will be answered
@@ -97,7 +105,7 @@ class Together:
                 except Exception as e:  # the group as a whole failed (no connection, …)
                     outcomes = [Outcome(error=e) for _ in group]
                 finally:
-                    queue.on_their_way = 0
+                    queue.on_their_way -= len(group)
                 for w, outcome in zip(group, outcomes, strict=True):
                     if w.answer.done():  # its request was cancelled (the client went)
                         continue
@@ -106,7 +114,7 @@ class Together:
                     else:
                         w.answer.set_result(outcome.value)
         finally:
-            queue.sending = None
+            queue.senders -= 1
 
     def _run(self, group: list[_Call]) -> list[Outcome[Any]]:
         """On a metabase thread: the group, then each call's `then` (if it succeeded)."""
@@ -118,10 +126,3 @@ class Together:
                 except Exception as e:
                     outcome.error = e
         return outcomes
-
-
-def _alone(call: Callable[[], T], then: Callable[[T], None] | None) -> T:
-    result = call()
-    if then is not None:
-        then(result)
-    return result

@@ -45,6 +45,8 @@ log = logging.getLogger(__name__)
 _WRITE_OPTION = "ripple_write"
 _MAX_ATTEMPTS = 8
 _TOO_LATE = "the metabase was too slow to commit this write in time; try again"
+# How long a member of a group commit waits for a lock over PostgreSQL (`write_together`)
+_GROUP_LOCK_WAIT = "50ms"
 
 
 def normalize_url(url: str) -> sa.URL:
@@ -202,6 +204,18 @@ def _outcome(call: Callable[[], T]) -> Outcome[T]:
         return Outcome(error=e)
 
 
+def _waited_too_long(error: BaseException | None) -> bool:
+    """Whether `error` is (or was raised from) PostgreSQL's lock_not_available: a lock wait
+    ended by `lock_timeout` (`Metabase.write_together`)."""
+    for _ in range(8):  # a chain of causes, not a cycle of them
+        if error is None:
+            return False
+        if getattr(getattr(error, "orig", error), "sqlstate", None) == "55P03":
+            return True
+        error = error.__cause__ or error.__context__
+    return False
+
+
 def _is_write_conflict(error: exc.DBAPIError) -> bool:
     """A unique violation on a version we computed, a serialization failure or a deadlock."""
     sqlstate = getattr(error.orig, "sqlstate", None)
@@ -327,12 +341,12 @@ class Metabase:
                 try:
                     yield conn
                     deadline = self._deadline_kept()
-                    group.check()  # no change record may be written outside the group
-                    self.changestreams.flush(conn, capture, datetime_ns(self.now()))
-                    if deadline is not None:
-                        group.deadlines.append(deadline)
                 finally:
                     detach(conn)
+            # released: its change records are written with the group's (`write_together`)
+            group.captures.append(capture)
+            if deadline is not None:
+                group.deadlines.append(deadline)
             return
         with self._writers, self.writer.connect() as conn, conn.begin():
             attach(conn, capture)
@@ -384,24 +398,31 @@ class Metabase:
         raise ConflictRetry("too many concurrent writes to the same objects; try again")
 
     def write_together(self, calls: Sequence[Callable[[], T]]) -> list[Outcome[T]]:
-        """Group commit (`ripple.metabase.group`, SQLite): call each of `calls` in turn, in
-        one write transaction in which every write transaction a call makes (`write`,
-        `run_write`) is a savepoint, and commit once. Each call's outcome, in order: its
-        result, or its exception (its writes rolled back); if the commit fails (or a
-        member's commit deadline, `commit_deadline`, has passed by then), nothing is
-        committed and every call that succeeded gets the commit's exception.
+        """Group commit (`ripple.metabase.group`): call each of `calls` in turn, in one
+        write transaction in which every write transaction a call makes (`write`,
+        `run_write`) is a savepoint, and commit once, with every member's change records.
+        Each call's outcome, in order: its result, or its exception (its writes rolled back);
+        if the commit fails (or a member's commit deadline, `commit_deadline`, has passed by
+        then), nothing is committed and every call that succeeded gets the commit's
+        exception.
+
+        Over PostgreSQL a member waits for a row or key lock at most `_GROUP_LOCK_WAIT`
+        (another gateway's write of the same key; another group that locked keys in
+        another order): then it is rolled back and called again, alone, after the group.
+        Groups that lock in different orders so never wait on each other for long.
 
         Calls must write only through this metabase, in this thread, and do nothing that
-        cannot be undone before the commit (remove files after it). Over PostgreSQL each
-        call is its own transaction, as it would be alone: there, one transaction for many
-        requests would make one request's conflict every request's."""
-        if self.dialect != "sqlite" or len(calls) == 1:
+        cannot be undone before the commit (remove files after it)."""
+        if len(calls) == 1:
             return [_outcome(call) for call in calls]
         if getattr(self._local, "group", None) is not None:
             raise RuntimeError("write_together within write_together")
+        postgres = self.dialect == "postgresql"
         with self._writers, self.writer.connect() as conn:
             transaction = conn.begin()
             group = Group(conn)
+            if postgres:  # this also begins the transaction on the server
+                group.driver.execute(f"SET LOCAL lock_timeout = '{_GROUP_LOCK_WAIT}'")
             self._local.group = group
             try:
                 outcomes = [_outcome(call) for call in calls]
@@ -411,14 +432,22 @@ class Metabase:
                 group.check()
                 if group.deadlines and time.monotonic() > min(group.deadlines):
                     raise CommitTooLate(_TOO_LATE)
+                if postgres:  # the change records wait for partition rows as long as they must
+                    group.driver.execute("SET LOCAL lock_timeout = DEFAULT")
+                now_ns = datetime_ns(self.now())
+                commit = postgres and not self.before_commit
+                self.changestreams.flush_all(conn, group.captures, now_ns, commit=commit)
                 for hook in self.before_commit:
                     hook(conn)
                 transaction.commit()
             except Exception as e:
                 if transaction.is_active:
                     transaction.rollback()
-                return [o if o.error is not None else Outcome(error=e) for o in outcomes]
-        return outcomes
+                outcomes = [o if o.error is not None else Outcome(error=e) for o in outcomes]
+        return [
+            _outcome(call) if _waited_too_long(outcome.error) else outcome
+            for call, outcome in zip(calls, outcomes, strict=True)
+        ]
 
     def dispose(self) -> None:
         self.engine.dispose()

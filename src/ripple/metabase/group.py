@@ -1,24 +1,30 @@
 """Group commit: the write transactions of several requests run one after another in one
 transaction of the metabase, each in a savepoint of its own, and committed together.
 
-SQLite commits one writer at a time, each commit an fsync and, in a gateway, a thread hop
-and a pooled connection's checkout, begin, commit and return: for a small PutObject these
+Each commit costs an fsync (SQLite; PostgreSQL's own WAL flush) and, in a gateway, a thread
+hop and a pooled connection's checkout, begin, commit and return: for a small PutObject these
 cost as much CPU as its statements. A gateway hands the writes waiting at one moment to
-`Metabase.write_together` (`ripple.gateway.commits`), which pays them once for all.
+`Metabase.write_together` (`ripple.gateway.together`), which pays them once for all.
 
 A member (one call) sees the writes of the members before it, as it would had they
 committed first; one that fails is rolled back to its savepoint, alone; its change records
-are its own (their own transaction id and request context, `Metabase.write`). Nothing is
-committed until every member has run, and if the commit fails no member is committed."""
+are its own (their own transaction id and request context, `Metabase.write`), written for
+every member at the end, with the COMMIT, in partition order, as one transaction writes its
+own. Nothing is committed until every member has run, and if the commit fails no member is
+committed."""
 
 from __future__ import annotations
 
+import sqlite3
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar
 
+from psycopg.pq import TransactionStatus
 from sqlalchemy.engine import Connection
+
+from ripple.changestream.capture import Capture
 
 T = TypeVar("T")
 
@@ -47,6 +53,7 @@ class Group:
 
     conn: Connection
     deadlines: list[float] = field(default_factory=list)  # the members' commit deadlines
+    captures: list[Capture] = field(default_factory=list)  # what the members changed
     broken: bool = False  # a member's writes could not be undone: commit nothing
 
     def check(self) -> None:
@@ -55,12 +62,24 @@ class Group:
             raise GroupBroken("the metabase rolled back this write with others")
 
     @property
-    def _driver(self) -> Any:
+    def driver(self) -> Any:
+        """The group's driver connection (sqlite3's or psycopg's)."""
         return self.conn.connection.driver_connection
 
     def intact(self) -> bool:
         """Whether the group's transaction is still open, every failed member undone."""
-        return not self.broken and bool(self._driver.in_transaction)
+        return not self.broken and self._open(failed=False)
+
+    def _open(self, *, failed: bool) -> bool:
+        """Whether the transaction is open (`failed`: or failed, waiting to be rolled back
+        to a savepoint: PostgreSQL)."""
+        driver = self.driver
+        if isinstance(driver, sqlite3.Connection):
+            return driver.in_transaction
+        status = driver.info.transaction_status
+        return status == TransactionStatus.INTRANS or (
+            failed and status == TransactionStatus.INERROR
+        )
 
     @contextmanager
     def member(self) -> Iterator[Connection]:
@@ -68,17 +87,24 @@ class Group:
         back (alone) on an exception. On the driver's connection, as BEGIN is
         (`ripple.metabase.db`): through SQLAlchemy a savepoint costs more than its statement."""
         self.check()
-        driver = self._driver
+        driver = self.driver
         driver.execute("SAVEPOINT member")
+        captured = len(self.captures)
         try:
             yield self.conn
+            self.check()
         except BaseException:
-            if self.intact():
+            # the captures of the write transactions it made within itself go with it
+            del self.captures[captured:]
+            if not self.broken and self._open(failed=True):
                 try:
                     driver.execute("ROLLBACK TO member")
                     driver.execute("RELEASE member")
                 except Exception:
                     self.broken = True  # its writes would be committed with the rest
             raise
-        self.check()
-        driver.execute("RELEASE member")
+        try:
+            driver.execute("RELEASE member")
+        except Exception:
+            self.broken = True
+            raise
