@@ -12,7 +12,7 @@ import pytest
 
 from ripple.gateway.threads import Workers
 from ripple.gateway.together import Together
-from ripple.metabase.group import Outcome
+from ripple.metabase.group import AgainAlone, Outcome
 from tests.waiting import wait_for
 
 
@@ -104,3 +104,62 @@ def test_as_many_groups_as_flights_go_at_once_and_the_rest_wait() -> None:
 
     assert asyncio.run(scenario()) == ["a", "b", "c", "d"]
     assert groups == [["a"], ["b"], ["c", "d"]]
+
+
+def test_a_call_to_make_again_alone_goes_in_a_group_of_its_own() -> None:
+    """The others of its group are answered first: its run alone may wait long."""
+    alone_running, release = threading.Event(), threading.Event()
+    groups: list[int] = []
+
+    def group(calls: list[Callable[[], Any]]) -> list[Outcome[Any]]:
+        groups.append(len(calls))
+        if len(groups) == 2:  # b and c: b waited too long
+            return [Outcome(error=AgainAlone("waited")), Outcome(value=calls[1]())]
+        if len(groups) == 3:  # b made again
+            alone_running.set()
+            release.wait(10)
+        return [Outcome(value=call()) for call in calls]
+
+    together = Together(Workers(4, "test"), group, flights=1)
+
+    async def scenario() -> list[Any]:
+        loop = asyncio.get_running_loop()
+        hold = threading.Event()
+        first = asyncio.ensure_future(together.run(lambda: hold.wait(10) and "a"))
+        await asyncio.sleep(0)
+        rest = [asyncio.ensure_future(together.run(_value(v))) for v in ("b", "c")]
+        await asyncio.sleep(0)
+        hold.set()  # a's group of one goes; b and c make the next group, b made again
+        await asyncio.wait_for(rest[1], timeout=10)
+        await loop.run_in_executor(None, alone_running.wait, 10)
+        assert not rest[0].done()  # c was answered while b runs alone
+        release.set()
+        return await asyncio.wait_for(asyncio.gather(first, *rest), timeout=10)
+
+    assert asyncio.run(scenario()) == ["a", "b", "c"]
+    assert groups == [1, 2, 1]
+
+
+def test_a_group_holds_at_most_most_calls() -> None:
+    release = threading.Event()
+    groups: list[int] = []
+
+    def group(calls: list[Callable[[], Any]]) -> list[Outcome[Any]]:
+        groups.append(len(calls))
+        release.wait(10)
+        return [Outcome(value=call()) for call in calls]
+
+    together = Together(Workers(2, "test"), group, flights=1, most=2)
+
+    async def scenario() -> list[Any]:
+        calls = [asyncio.ensure_future(together.run(_value(v))) for v in range(5)]
+        await asyncio.sleep(0)
+        release.set()
+        return await asyncio.wait_for(asyncio.gather(*calls), timeout=10)
+
+    assert asyncio.run(scenario()) == [0, 1, 2, 3, 4]
+    assert groups == [2, 2, 1]
+
+
+def _value(value: object) -> Callable[[], object]:
+    return lambda: value

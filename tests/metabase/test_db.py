@@ -10,6 +10,7 @@ import sqlalchemy as sa
 from ripple.metabase import Metabase
 from ripple.metabase.db import normalize_url
 from ripple.metabase.schema import projects
+from tests.waiting import wait_for
 
 
 @pytest.mark.parametrize(
@@ -76,6 +77,13 @@ def test_kept_connections_the_server_closed_are_replaced(postgres_db: Metabase) 
         with other.connect() as admin:
             for pid in pids:
                 admin.exec_driver_sql(f"SELECT pg_terminate_backend({int(pid)})")
+
+            def gone() -> bool:  # the backends end after the signal, not with it
+                admin.rollback()  # a new transaction: a new snapshot of the activity
+                query = "SELECT count(*) FROM pg_stat_activity WHERE pid = ANY(%(pids)s)"
+                return admin.exec_driver_sql(query, {"pids": pids}).scalar() == 0
+
+            wait_for(gone, what="the terminated backends to exit")
     finally:
         other.dispose()
     for _ in pids:  # each checkout meets one of the closed connections first

@@ -18,12 +18,11 @@ from ripple.changestream.capture import TransactionTag
 from ripple.changestream.schema import change_records
 from ripple.metabase import Metabase, Object, ObjectLocation, Status, WriteCondition
 from ripple.metabase.errors import CommitTooLate, ConditionalRequestConflict
-from ripple.metabase.group import GroupBroken
+from ripple.metabase.group import AgainAlone, GroupBroken
 from ripple.metabase.put_object import put_object
 from ripple.metabase.rows import new_stream_id, start_key_write
 from ripple.metabase.store_committed import CommitResult, store_committed
 from tests.metabase.steps import World
-from tests.waiting import wait_for
 
 
 def _put(
@@ -200,11 +199,12 @@ def test_no_change_record_is_written_once_the_group_has_ended(world: World) -> N
 
 
 @pytest.mark.parametrize("db", ["postgresql"], indirect=True)
-def test_a_member_that_waits_for_a_lock_goes_again_alone_after_the_group(world: World) -> None:
+def test_a_member_that_waits_for_a_lock_is_undone_whole_for_a_run_alone(world: World) -> None:
     """Another transaction (another gateway's PUT of the same key, held before its commit)
-    holds a member's key: the member gives up waiting, the rest of the group commits
-    without it, and it is made again, alone, once the group is done."""
-    world.bucket()
+    holds a key a call writes: the call gives up waiting, everything it wrote is rolled
+    back (its write before, as a DeleteObject's rate-limit token), its outcome says to make
+    it again alone, and the rest of the group commits while the key is still held."""
+    world.bucket()  # no eventing: the held transaction would hold its partition's row
     holding, release = threading.Event(), threading.Event()
     holder: list[threading.Thread] = []  # the thread of the first commit: it waits
 
@@ -215,24 +215,25 @@ def test_a_member_that_waits_for_a_lock_goes_again_alone_after_the_group(world: 
             holding.set()
             release.wait(30)
 
+    def two_writes() -> CommitResult:
+        _put(world, "before", b"x", request_id="before")()  # committed, as a member
+        return _put(world, "held", b"2")()  # waits for the key
+
     world.db.before_commit.append(hold)
     try:
-        with ThreadPoolExecutor(2) as pool:
+        with ThreadPoolExecutor(1) as pool:
             other = pool.submit(_put(world, "held", b"other"))
             assert holding.wait(30)
-            group = pool.submit(
-                world.db.write_together,
-                [_put(world, "a", b"1"), _put(world, "held", b"2"), _put(world, "b", b"3")],
+            outcomes = world.db.write_together(
+                [_put(world, "a", b"1"), two_writes, _put(world, "b", b"3")]
             )
-            # the group commits while the key is still held
-            wait_for(lambda: set(_inline(world)) == {"a", "b"}, what="the group's commit")
+            assert _inline(world) == {"a": b"1", "b": b"3"}  # the key is still held
             release.set()
             other.result(timeout=30)
-            outcomes = group.result(timeout=30)
     finally:
         world.db.before_commit.remove(hold)
-    assert [o.error for o in outcomes] == [None, None, None]
-    assert _inline(world) == {"a": b"1", "b": b"3", "held": b"2"}
+    assert [type(o.error) for o in outcomes] == [type(None), AgainAlone, type(None)]
+    assert _inline(world) == {"a": b"1", "b": b"3", "held": b"other"}
 
 
 def test_a_failed_member_takes_the_records_of_writes_within_it_along(world: World) -> None:

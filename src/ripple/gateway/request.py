@@ -121,8 +121,10 @@ class Services:
 
     def __post_init__(self) -> None:
         self.workers = threads.Workers(threads.metabase_threads(self.db.dialect), "gateway")
-        flights = 1 if self.db.dialect == "sqlite" else threads.POSTGRES_GROUPS
-        self.commits = Together(self.workers, self.db.write_together, flights=flights)
+        sqlite = self.db.dialect == "sqlite"
+        flights = 1 if sqlite else threads.POSTGRES_GROUPS
+        most = None if sqlite else threads.POSTGRES_GROUP_CALLS
+        self.commits = Together(self.workers, self.db.write_together, flights=flights, most=most)
         self.reads = Together(self.workers, self.db.read_together, flights=flights)
         self.eventing = EventingStore(self.db)
         self.owners = BucketOwners(self.db)

@@ -37,6 +37,9 @@ METABASE_THREADS = {"sqlite": 2, "postgresql": 32}
 # over PostgreSQL this many groups of each at a time (over SQLite one): a group's calls run one
 # after another on one connection, and PostgreSQL can run several groups at once
 POSTGRES_GROUPS = 4
+# and at most this many writes in one group: each write is a subtransaction or three, and
+# past 64 in one transaction PostgreSQL's snapshots of every session look them up on disk
+POSTGRES_GROUP_CALLS = 16
 DATA_THREADS = 32
 
 

@@ -1,4 +1,4 @@
-"""A gateway's metabase work sent to its metabase threads in groups (over SQLite).
+"""A gateway's metabase work sent to its metabase threads in groups.
 
 Object writes (PutObject, DeleteObject) are committed together (group commit,
 `ripple.metabase.group`): while one group is being committed, the writes that arrive
@@ -11,8 +11,11 @@ go the same way, each its own read transaction on one connection (`Metabase.read
 A call goes at once when fewer groups than allowed (`flights`) are on their way, so nothing
 waits that would not have waited anyway. Over SQLite, one group at a time: it has one
 writer, and its reads are CPU work that holds the interpreter lock. Over PostgreSQL, a few
-groups at a time (`threads.POSTGRES_GROUPS`): a group's statements wait on the network, and
-the server commits several transactions at once."""
+groups at a time (`threads.POSTGRES_GROUPS`, a group of writes at most
+`threads.POSTGRES_GROUP_CALLS`): a group's statements wait on the network, and the server
+commits several transactions at once. A write that waited too long for a lock in its group
+(`AgainAlone`, PostgreSQL) is made again in a group of its own, beside the others, so its
+wait holds up no one else's answer."""
 
 from __future__ import annotations
 
@@ -23,7 +26,7 @@ from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from ripple.gateway.threads import Workers
-from ripple.metabase.group import Outcome
+from ripple.metabase.group import AgainAlone, Outcome
 
 T = TypeVar("T")
 
@@ -53,12 +56,15 @@ class Together:
     `Metabase.write_together`) sent to the metabase threads in groups, at most `flights`
     groups on their way at once."""
 
-    def __init__(self, workers: Workers, group: Group, *, flights: int) -> None:
-        if flights < 1:
-            raise ValueError("flights must be at least 1")
+    def __init__(
+        self, workers: Workers, group: Group, *, flights: int, most: int | None = None
+    ) -> None:
+        if flights < 1 or (most is not None and most < 1):
+            raise ValueError("flights and most must be at least 1")
         self.workers = workers
         self.group = group
         self.flights = flights
+        self.most = most  # calls in one group, if limited
         self._queues: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _Queue] = (
             weakref.WeakKeyDictionary()
         )
@@ -91,8 +97,9 @@ class Together:
             while queue.waiting:
                 # a call whose request was cancelled before it went is not made, as one
                 # that had not started on a metabase thread was not
-                group = [w for w in queue.waiting if not w.answer.done()]
-                queue.waiting = []
+                live = [w for w in queue.waiting if not w.answer.done()]
+                most = len(live) if self.most is None else self.most
+                group, queue.waiting = live[:most], live[most:]
                 if not group:
                     continue
                 queue.on_their_way += len(group)
@@ -109,12 +116,37 @@ class Together:
                 for w, outcome in zip(group, outcomes, strict=True):
                     if w.answer.done():  # its request was cancelled (the client went)
                         continue
-                    if outcome.error is not None:
+                    if isinstance(outcome.error, AgainAlone):
+                        self._again_alone(queue, w)
+                    elif outcome.error is not None:
                         w.answer.set_exception(outcome.error)
                     else:
                         w.answer.set_result(outcome.value)
         finally:
             queue.senders -= 1
+
+    def _again_alone(self, queue: _Queue, w: _Call) -> None:
+        """Make `w` again in a group of its own, beside the groups on their way (its waits,
+        which may be long, hold up no other call)."""
+
+        async def alone() -> None:
+            try:
+                (outcome,) = await self.workers.run(self._run, [w])
+            except Exception as e:
+                outcome = Outcome(error=e)
+            finally:
+                queue.on_their_way -= 1
+            if w.answer.done():
+                return
+            if outcome.error is not None:
+                w.answer.set_exception(outcome.error)
+            else:
+                w.answer.set_result(outcome.value)
+
+        queue.on_their_way += 1
+        task = asyncio.get_running_loop().create_task(alone())
+        queue.tasks.add(task)
+        task.add_done_callback(queue.tasks.discard)
 
     def _run(self, group: list[_Call]) -> list[Outcome[Any]]:
         """On a metabase thread: the group, then each call's `then` (if it succeeded)."""

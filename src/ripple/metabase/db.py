@@ -31,7 +31,7 @@ from ripple.changestream.capture import Capture, TransactionTag, attach, detach
 from ripple.changestream.values import datetime_ns
 from ripple.changestream.writer import ChangeStreamWriter, Partitioning
 from ripple.metabase.errors import CommitTooLate, ConflictRetry, InvalidArgument
-from ripple.metabase.group import Group, Outcome
+from ripple.metabase.group import AgainAlone, Group, Outcome
 from ripple.metabase.schema import buckets, objects
 
 # Is eventing enabled for this bucket (project id, bucket name)? Called for every row a
@@ -408,8 +408,10 @@ class Metabase:
 
         Over PostgreSQL a member waits for a row or key lock at most `_GROUP_LOCK_WAIT`
         (another gateway's write of the same key; another group that locked keys in
-        another order): then it is rolled back and called again, alone, after the group.
-        Groups that lock in different orders so never wait on each other for long.
+        another order): then its call is rolled back, every write it made, and its outcome
+        is `AgainAlone`: the caller makes it again, alone (with no limit on its waits), once
+        the group's calls are answered. Groups that lock in different orders so never wait
+        on each other for long, nor a group for one member's wait.
 
         Calls must write only through this metabase, in this thread, and do nothing that
         cannot be undone before the commit (remove files after it)."""
@@ -420,12 +422,12 @@ class Metabase:
         postgres = self.dialect == "postgresql"
         with self._writers, self.writer.connect() as conn:
             transaction = conn.begin()
-            group = Group(conn)
+            group = Group(conn, call_savepoints=postgres)
             if postgres:  # this also begins the transaction on the server
                 group.driver.execute(f"SET LOCAL lock_timeout = '{_GROUP_LOCK_WAIT}'")
             self._local.group = group
             try:
-                outcomes = [_outcome(call) for call in calls]
+                outcomes = [self._member_call(group, call) for call in calls]
             finally:
                 self._local.group = None
             try:
@@ -444,10 +446,15 @@ class Metabase:
                 if transaction.is_active:
                     transaction.rollback()
                 outcomes = [o if o.error is not None else Outcome(error=e) for o in outcomes]
-        return [
-            _outcome(call) if _waited_too_long(outcome.error) else outcome
-            for call, outcome in zip(calls, outcomes, strict=True)
-        ]
+        return outcomes
+
+    @staticmethod
+    def _member_call(group: Group, call: Callable[[], T]) -> Outcome[T]:
+        group.start_call()
+        outcome = _outcome(call)
+        if group.call_savepoints and _waited_too_long(outcome.error) and group.undo_call():
+            outcome = Outcome(error=AgainAlone(str(outcome.error)))
+        return outcome
 
     def dispose(self) -> None:
         self.engine.dispose()

@@ -42,6 +42,11 @@ class Outcome(Generic[T]):
         return self.value  # type: ignore[return-value]
 
 
+class AgainAlone(Exception):
+    """A member waited too long for a lock another transaction holds (PostgreSQL,
+    `Metabase.write_together`): everything it wrote was rolled back; make it again, alone."""
+
+
 class GroupBroken(Exception):
     """The group's transaction ended under a member (SQLite rolls a whole transaction back on
     some errors: a full disk, an I/O error): no member of the group is committed."""
@@ -55,6 +60,32 @@ class Group:
     deadlines: list[float] = field(default_factory=list)  # the members' commit deadlines
     captures: list[Capture] = field(default_factory=list)  # what the members changed
     broken: bool = False  # a member's writes could not be undone: commit nothing
+    # PostgreSQL: each call of the group has a savepoint too (`call`), taken with its first
+    # member's (no round trip of its own) and never released
+    call_savepoints: bool = False
+    _call_pending: bool = False  # the current call's savepoint is still to be taken
+    _call_taken: bool = False  # the current call's savepoint was taken
+    _call_captured: int = 0  # captures before the current call
+
+    def start_call(self) -> None:
+        """A call of the group begins (`call_savepoints`)."""
+        self._call_pending, self._call_taken = self.call_savepoints, False
+        self._call_captured = len(self.captures)
+
+    def undo_call(self) -> bool:
+        """Roll the current call back, every member of it (a write it released before one
+        that waited too long: a rate-limit token); whether it could be."""
+        if not self._call_taken:
+            return True  # it made no member: it wrote nothing
+        if self.broken or not self._open(failed=True):
+            return False
+        try:
+            self.driver.execute("ROLLBACK TO call")
+        except Exception:
+            self.broken = True
+            return False
+        del self.captures[self._call_captured :]
+        return True
 
     def check(self) -> None:
         """`GroupBroken` unless the group's transaction is open and whole."""
@@ -88,7 +119,11 @@ class Group:
         (`ripple.metabase.db`): through SQLAlchemy a savepoint costs more than its statement."""
         self.check()
         driver = self.driver
-        driver.execute("SAVEPOINT member")
+        if self._call_pending:  # one round trip for both
+            driver.execute("SAVEPOINT call; SAVEPOINT member")
+            self._call_pending, self._call_taken = False, True
+        else:
+            driver.execute("SAVEPOINT member")
         captured = len(self.captures)
         try:
             yield self.conn
