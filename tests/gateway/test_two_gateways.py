@@ -318,3 +318,92 @@ def test_data_gc_beside_both_takes_nothing_they_need(pair: Pair) -> None:
     for n in range(5):
         body = (b, a)[n % 2].get_object(Bucket="collected", Key=f"k{n}")["Body"].read()
         assert body == bytes([n]) * 3000
+
+
+def test_puts_of_the_same_keys_through_both_at_once_are_each_recorded_once_in_order(
+    pair: Pair,
+) -> None:
+    """Both gateways commit in groups, and over PostgreSQL a write that waits for a key the
+    other holds is undone and made again alone: still every PUT is answered, recorded once,
+    and the last one recorded for a key is the one a GET returns."""
+    a = pair.s3(0)
+    a.create_bucket(Bucket="contended")
+    a.put_bucket_notification_configuration(
+        Bucket="contended",
+        NotificationConfiguration={
+            "TopicConfigurations": [
+                {
+                    "TopicArn": _pull_topic(pair, "contended-topic"),
+                    "Events": ["s3:ObjectCreated:*"],
+                }
+            ]
+        },
+    )
+    keys = [f"k{n}" for n in range(4)]
+    db = Metabase(pair.env["RIPPLE_DATABASE_URL"])
+    try:
+        wait_for(
+            lambda: _recorded_through_both(pair, db),
+            what="both gateways to record writes to the bucket",
+            timeout=20,
+        )
+        before = len(read_all(db))
+        clients = [pair.s3(n % 2) for n in range(8)]  # made here: not thread-safe
+
+        def writer(n: int) -> list[str]:
+            bodies = []
+            for i in range(16):
+                body = f"writer {n} put {i}"
+                clients[n].put_object(Bucket="contended", Key=keys[i % 4], Body=body.encode())
+                bodies.append(body)
+            return bodies
+
+        results: dict[int, list[str]] = {}
+        threads = [
+            threading.Thread(target=lambda n=n: results.__setitem__(n, writer(n))) for n in range(8)
+        ]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(60)
+        assert sorted(results) == list(range(8))  # every writer's every PUT answered
+        records = [r for r in read_all(db)[before:] if r["table_name"] == "objects"]
+        inserts = [mod for r in records if r["mod_type"] == "INSERT" for mod in r["mods"]]
+        by_key = Counter(mod["keys"]["object_key"] for mod in inserts)
+        assert by_key == dict.fromkeys(keys, 8 * 16 // 4)  # each PUT once
+        for key in keys:
+            last = [m for m in inserts if m["keys"]["object_key"] == key][-1]
+            got = a.get_object(Bucket="contended", Key=key)
+            assert got["ETag"].strip('"') == last["new_values"]["etag"]
+    finally:
+        db.dispose()
+
+
+def _pull_topic(pair: Pair, name: str) -> str:
+    sns = boto3.client(
+        "sns",
+        endpoint_url=pair.urls[0],
+        region_name="us-east-1",
+        aws_access_key_id=pair.access,
+        aws_secret_access_key=pair.secret,
+        config=Config(retries={"max_attempts": 1}),
+    )
+    return str(sns.create_topic(Name=name)["TopicArn"])
+
+
+_PROBES = iter(range(10**6))
+
+
+def _recorded_through_both(pair: Pair, db: Metabase) -> bool:
+    """Whether a PUT into `contended` through each gateway was recorded (each has learnt
+    of the bucket's notification)."""
+    probes = [f"probe-{next(_PROBES)}" for _ in range(2)]
+    for which, key in enumerate(probes):
+        pair.s3(which).put_object(Bucket="contended", Key=key, Body=b"p")
+    recorded = {
+        mod["keys"]["object_key"]
+        for record in read_all(db)
+        for mod in record["mods"]
+        if record["table_name"] == "objects"
+    }
+    return set(probes) <= recorded
