@@ -242,15 +242,7 @@ def _at_once(clients: list[Any], call: Callable[[Any], Any]) -> list[Any]:
 
 def test_a_notification_put_through_one_records_writes_through_the_other(pair: Pair) -> None:
     a, b = pair.s3(0), pair.s3(1)
-    sns = boto3.client(
-        "sns",
-        endpoint_url=pair.urls[0],
-        region_name="us-east-1",
-        aws_access_key_id=pair.access,
-        aws_secret_access_key=pair.secret,
-        config=Config(retries={"max_attempts": 1}),
-    )
-    arn = sns.create_topic(Name="pulled")["TopicArn"]  # a pull-only topic
+    arn = _pull_topic(pair, "pulled")
     a.create_bucket(Bucket="evented")
     a.put_bucket_notification_configuration(
         Bucket="evented",
@@ -380,6 +372,7 @@ def test_puts_of_the_same_keys_through_both_at_once_are_each_recorded_once_in_or
 
 
 def _pull_topic(pair: Pair, name: str) -> str:
+    """A topic with no push endpoint (events are pulled), made through the first gateway."""
     sns = boto3.client(
         "sns",
         endpoint_url=pair.urls[0],
