@@ -435,7 +435,7 @@ class Metabase:
                 if group.deadlines and time.monotonic() > min(group.deadlines):
                     raise CommitTooLate(_TOO_LATE)
                 if postgres:  # the change records wait for partition rows as long as they must
-                    group.driver.execute("SET LOCAL lock_timeout = DEFAULT")
+                    group.driver.execute(group.released("SET LOCAL lock_timeout = DEFAULT"))
                 now_ns = datetime_ns(self.now())
                 commit = postgres and not self.before_commit
                 self.changestreams.flush_all(conn, group.captures, now_ns, commit=commit)

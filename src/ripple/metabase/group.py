@@ -66,6 +66,10 @@ class Group:
     _call_pending: bool = False  # the current call's savepoint is still to be taken
     _call_taken: bool = False  # the current call's savepoint was taken
     _call_captured: int = 0  # captures before the current call
+    # PostgreSQL: a request's write (a member not within another) is released with the
+    # next statement the group sends, not in a round trip of its own
+    release_pending: bool = False
+    _depth: int = 0  # members open within one another
 
     def start_call(self) -> None:
         """A call of the group begins (`call_savepoints`)."""
@@ -79,6 +83,7 @@ class Group:
             return True  # it made no member: it wrote nothing
         if self.broken or not self._open(failed=True):
             return False
+        self.release_pending = False  # its member is rolled back with it
         try:
             self.driver.execute("ROLLBACK TO call")
         except Exception:
@@ -119,12 +124,13 @@ class Group:
         (`ripple.metabase.db`): through SQLAlchemy a savepoint costs more than its statement."""
         self.check()
         driver = self.driver
-        if self._call_pending:  # one round trip for both
-            driver.execute("SAVEPOINT call; SAVEPOINT member")
-            self._call_pending, self._call_taken = False, True
-        else:
-            driver.execute("SAVEPOINT member")
+        savepoints = "SAVEPOINT member"
+        if self._call_pending:
+            savepoints = "SAVEPOINT call; SAVEPOINT member"
+        driver.execute(self.released(savepoints))  # one round trip for all
+        self._call_pending, self._call_taken = False, self._call_taken or self._call_pending
         captured = len(self.captures)
+        self._depth += 1
         try:
             yield self.conn
             self.check()
@@ -138,8 +144,20 @@ class Group:
                 except Exception:
                     self.broken = True  # its writes would be committed with the rest
             raise
+        finally:
+            self._depth -= 1
+        if self.call_savepoints and self._depth == 0:
+            self.release_pending = True  # with what the group sends next (`released`)
+            return
         try:
             driver.execute("RELEASE member")
         except Exception:
             self.broken = True
             raise
+
+    def released(self, statement: str) -> str:
+        """`statement`, after the RELEASE of the last member if it is still to be sent."""
+        if not self.release_pending:
+            return statement
+        self.release_pending = False
+        return f"RELEASE member; {statement}"
