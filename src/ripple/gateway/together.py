@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import asyncio
 import weakref
-from collections.abc import Callable
+from collections.abc import Callable, Coroutine
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
@@ -83,9 +83,7 @@ class Together:
             # counted down as the task ends, not by its done callback: a call coming
             # between the two would find no sender and wait for ever
             queue.senders += 1
-            task = loop.create_task(self._send_waiting(queue))
-            queue.tasks.add(task)
-            task.add_done_callback(queue.tasks.discard)
+            _start(queue, self._send_waiting(queue))
         return await answer
 
     def unanswered(self) -> int:
@@ -118,10 +116,8 @@ class Together:
                         continue
                     if isinstance(outcome.error, AgainAlone):
                         self._again_alone(queue, w)
-                    elif outcome.error is not None:
-                        w.answer.set_exception(outcome.error)
                     else:
-                        w.answer.set_result(outcome.value)
+                        _answer(w, outcome)
         finally:
             queue.senders -= 1
 
@@ -136,17 +132,11 @@ class Together:
                 outcome = Outcome(error=e)
             finally:
                 queue.on_their_way -= 1
-            if w.answer.done():
-                return
-            if outcome.error is not None:
-                w.answer.set_exception(outcome.error)
-            else:
-                w.answer.set_result(outcome.value)
+            if not w.answer.done():
+                _answer(w, outcome)
 
         queue.on_their_way += 1
-        task = asyncio.get_running_loop().create_task(alone())
-        queue.tasks.add(task)
-        task.add_done_callback(queue.tasks.discard)
+        _start(queue, alone())
 
     def _run(self, group: list[_Call]) -> list[Outcome[Any]]:
         """On a metabase thread: the group, then each call's `then` (if it succeeded)."""
@@ -158,3 +148,17 @@ class Together:
                 except Exception as e:
                     outcome.error = e
         return outcomes
+
+
+def _start(queue: _Queue, work: Coroutine[Any, Any, None]) -> None:
+    """Run `work` as a task of `queue`'s loop, kept until it ends."""
+    task = asyncio.get_running_loop().create_task(work)
+    queue.tasks.add(task)
+    task.add_done_callback(queue.tasks.discard)
+
+
+def _answer(w: _Call, outcome: Outcome[Any]) -> None:
+    if outcome.error is not None:
+        w.answer.set_exception(outcome.error)
+    else:
+        w.answer.set_result(outcome.value)

@@ -210,7 +210,7 @@ def _waited_too_long(error: BaseException | None) -> bool:
     for _ in range(8):  # a chain of causes, not a cycle of them
         if error is None:
             return False
-        if getattr(getattr(error, "orig", error), "sqlstate", None) == "55P03":
+        if _sqlstate(error) == "55P03":
             return True
         error = error.__cause__ or error.__context__
     return False
@@ -218,8 +218,13 @@ def _waited_too_long(error: BaseException | None) -> bool:
 
 def _is_write_conflict(error: exc.DBAPIError) -> bool:
     """A unique violation on a version we computed, a serialization failure or a deadlock."""
-    sqlstate = getattr(error.orig, "sqlstate", None)
-    return sqlstate in ("23505", "40001", "40P01")
+    return _sqlstate(error) in ("23505", "40001", "40P01")
+
+
+def _sqlstate(error: BaseException) -> str | None:
+    """The database's SQLSTATE of a driver error, raised as it is or wrapped by SQLAlchemy."""
+    sqlstate = getattr(getattr(error, "orig", error), "sqlstate", None)
+    return sqlstate if isinstance(sqlstate, str) else None
 
 
 class Metabase:
