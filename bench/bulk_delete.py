@@ -23,12 +23,12 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-import psycopg
 import sqlalchemy as sa
 from rich.console import Console
 from rich.progress import Progress
 from rich.table import Table
 
+from common import fresh_postgres_database, progress_bar  # bench/common.py (bench/ is on sys.path)
 from ripple.metabase import (
     BucketLocation,
     DeleteObjectsItem,
@@ -132,17 +132,13 @@ def sqlite_metabase() -> Iterator[Metabase]:
 
 @contextmanager
 def postgres_metabase(admin_url: str) -> Iterator[Metabase]:
-    name = f"ripple_bench_{uuid.uuid4().hex[:10]}"
-    with psycopg.connect(admin_url, autocommit=True) as conn:
-        conn.execute(f'CREATE DATABASE "{name}"')
-    db = Metabase(sa.make_url(admin_url).set(database=name).render_as_string(hide_password=False))
-    try:
-        upgrade(db)
-        yield db
-    finally:
-        db.dispose()
-        with psycopg.connect(admin_url, autocommit=True) as conn:
-            conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+    with fresh_postgres_database(admin_url, f"ripple_bench_{uuid.uuid4().hex[:10]}") as url:
+        db = Metabase(url)
+        try:
+            upgrade(db)
+            yield db
+        finally:
+            db.dispose()
 
 
 def main() -> int:
@@ -166,7 +162,7 @@ def main() -> int:
         parser.error("--objects must be between 1 and 1000 (one DeleteObjects request)")
 
     figures: dict[str, dict[str, float]] = {}
-    with Progress(console=console) as progress:
+    with progress_bar(console) as progress:
         for name in args.databases.split(","):
             opener = sqlite_metabase() if name == "sqlite" else postgres_metabase(args.postgres_url)
             with opener as db:

@@ -55,6 +55,8 @@ from sqlalchemy.engine import Connection
 from common import (  # bench/common.py (bench/ is on sys.path)
     fresh_postgres_database,
     postgres_cpu_s,
+    progress_bar,
+    spent,
 )
 from ripple.changestream import writer as stream_writer
 from ripple.changestream.ddl import drop_change_stream
@@ -148,15 +150,15 @@ def _writer(
     loc = BucketLocation(uuid.UUID(project), bucket)
     out.put(("ready", 0.0, 0.0))
     go.wait()  # all start together (and no "done" overtakes another writer's "ready")
-    cpu = time.process_time()
-    for i in range(n):
-        commit_inline_object(
-            db,
-            ObjectLocation(loc.project_id, loc.bucket_name, f"{prefix}/{i:06}.jpg"),
-            b"x" * 64,
-            etag="d41d8cd98f00b204e9800998ecf8427e",
-        )
-    out.put(("done", time.process_time() - cpu, commit_step[0]))
+    with spent() as writing:
+        for i in range(n):
+            commit_inline_object(
+                db,
+                ObjectLocation(loc.project_id, loc.bucket_name, f"{prefix}/{i:06}.jpg"),
+                b"x" * 64,
+                etag="d41d8cd98f00b204e9800998ecf8427e",
+            )
+    out.put(("done", writing.cpu_s, commit_step[0]))
     leave.wait()  # the server's CPU is read while this writer's backend still lives
     db.dispose()
 
@@ -395,7 +397,7 @@ def main() -> int:
     )
     args = parser.parse_args()
     results: dict[str, Any] = {}
-    with Progress(console=console, transient=True) as progress:
+    with progress_bar(console) as progress:
         for kind in args.databases.split(","):
             results[kind] = bench(kind, args.commits, args.rounds, args.unordered, progress)
     table = Table(

@@ -1,7 +1,7 @@
-"""What the benchmarks share: a progress bar for long phases, a fresh PostgreSQL
-database per run (dropped afterwards), so runs never see each other's data, the CPU the
-local PostgreSQL server has used, and the CPU seconds of processes and their descendants
-from /proc.
+"""What the benchmarks share: a progress bar for long phases, the CPU and wall time a
+block of this process spends, a fresh PostgreSQL database per run (dropped afterwards), so
+runs never see each other's data, the CPU the local PostgreSQL server has used, and the CPU
+seconds of processes and their descendants from /proc.
 
 Imported as `from common import …`: running `python bench/NAME.py` puts bench/ on sys.path."""
 
@@ -9,8 +9,10 @@ from __future__ import annotations
 
 import contextlib
 import os
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 
 import psycopg
@@ -29,6 +31,24 @@ def progress_bar(console: Console) -> Progress:
         console=console,
         transient=True,
     )
+
+
+@dataclass
+class Spent:
+    cpu_s: float = 0.0  # this process's CPU (all its threads), user + system
+    wall_s: float = 0.0
+
+
+@contextmanager
+def spent() -> Iterator[Spent]:
+    """The CPU and wall seconds this process spends in the block, set when it ends."""
+    took = Spent()
+    cpu, wall = time.process_time(), time.perf_counter()
+    try:
+        yield took
+    finally:
+        took.cpu_s = time.process_time() - cpu
+        took.wall_s = time.perf_counter() - wall
 
 
 @contextmanager

@@ -126,10 +126,6 @@ TARGETS = {  # issue 26, on this 2-core machine: (key, at least or at most, valu
 }
 
 
-def _bar() -> Progress:
-    return progress_bar(console)
-
-
 # --- the servers ------------------------------------------------------------------------
 
 
@@ -667,7 +663,7 @@ class Result:
 
 def bench(kind: str, args: argparse.Namespace, receiver: Receiver) -> Result:
     phases: dict[str, Phase] = {}
-    with _bar() as progress:
+    with progress_bar(console) as progress:
         with stage(kind, "serve", args, receiver.url, progress) as world:
             put, put_eventing, get = light_puts_and_gets(world, "serve")
             phases.update({"serve PUT plain": put, "serve PUT eventing": put_eventing})

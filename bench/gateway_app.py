@@ -30,7 +30,6 @@ import asyncio
 import json
 import os
 import tempfile
-import time
 import uuid
 from collections.abc import Callable
 from contextlib import ExitStack
@@ -41,7 +40,7 @@ from urllib.parse import urlsplit
 import uvloop
 from rich.console import Console
 
-from common import fresh_postgres_database
+from common import fresh_postgres_database, spent
 from ripple.gateway import threads
 from ripple.gateway.app import create_app
 from ripple.gateway.data import ObjectData
@@ -126,12 +125,11 @@ async def phase(
             if status // 100 != 2:
                 failed.append(status)
 
-    cpu, wall = time.process_time(), time.perf_counter()
-    await asyncio.gather(*(client() for _ in range(concurrency)))
-    cpu, wall = time.process_time() - cpu, time.perf_counter() - wall
+    with spent() as took:
+        await asyncio.gather(*(client() for _ in range(concurrency)))
     if failed:
         raise RuntimeError(f"{method}: {len(failed)} requests failed, e.g. {failed[0]}")
-    return cpu / len(targets) * 1000, len(targets) / wall
+    return took.cpu_s / len(targets) * 1000, len(targets) / took.wall_s
 
 
 async def measure(

@@ -21,16 +21,12 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import tempfile
-import time
 import uuid
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from pathlib import Path
 
-import sqlalchemy as sa
-
+from common import fresh_postgres_database, postgres_cpu_s, spent  # bench/common.py (on sys.path)
 from ripple.metabase import (
     BucketLocation,
     Metabase,
@@ -42,24 +38,7 @@ from ripple.metabase import (
 from ripple.metabase.migrate import upgrade
 from ripple.metabase.put_object import put_object
 
-ADMIN_URL = "postgresql+psycopg://postgres@127.0.0.1:5432/postgres"
-
-
-def server_cpu_s() -> float:
-    """CPU seconds of every postgres process on this machine (exited backends left out)."""
-    tick = os.sysconf("SC_CLK_TCK")
-    total = 0
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            if (entry / "comm").read_text().strip() not in ("postgres", "postmaster"):
-                continue
-            fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
-        except OSError:
-            continue
-        total += int(fields[11]) + int(fields[12])
-    return total / tick
+ADMIN_URL = "postgresql://postgres@127.0.0.1:5432/postgres"
 
 
 @contextmanager
@@ -70,31 +49,20 @@ def metabase(kind: str) -> Iterator[Metabase]:
             yield db
             db.dispose()
         return
-    name = f"ripple_bench_{uuid.uuid4().hex[:12]}"
-    admin = sa.create_engine(ADMIN_URL, isolation_level="AUTOCOMMIT")
-    with admin.connect() as conn:
-        conn.exec_driver_sql(f"CREATE DATABASE {name}")
-    try:
-        db = Metabase(f"postgresql://postgres@127.0.0.1:5432/{name}")
+    with fresh_postgres_database(ADMIN_URL, f"ripple_bench_{uuid.uuid4().hex[:12]}") as url:
+        db = Metabase(url)
         yield db
         db.dispose()
-    finally:
-        with admin.connect() as conn:
-            conn.exec_driver_sql(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
-        admin.dispose()
 
 
 def measure(kind: str, n: int, step: Callable[[int], object]) -> dict[str, float]:
-    server = server_cpu_s() if kind == "postgresql" else 0.0
-    cpu, wall = time.process_time(), time.perf_counter()
-    for i in range(n):
-        step(i)
-    found = {
-        "cpu_ms": (time.process_time() - cpu) / n * 1000,
-        "wall_ms": (time.perf_counter() - wall) / n * 1000,
-    }
+    server = postgres_cpu_s() if kind == "postgresql" else 0.0
+    with spent() as took:
+        for i in range(n):
+            step(i)
+    found = {"cpu_ms": took.cpu_s / n * 1000, "wall_ms": took.wall_s / n * 1000}
     if kind == "postgresql":
-        found["server_cpu_ms"] = (server_cpu_s() - server) / n * 1000
+        found["server_cpu_ms"] = (postgres_cpu_s() - server) / n * 1000
     return {k: round(v, 3) for k, v in found.items()}
 
 

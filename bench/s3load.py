@@ -12,7 +12,7 @@
 Both share the keys of a phase out ahead of time and report, per process: requests done,
 errors by HTTP status, each request's latency, the first start and last end
 (`time.monotonic`, one clock for every process), and the CPU the process spent in the timed
-part (`time.process_time`).
+part (`common.spent`).
 
 Imported as `from s3load import …`: running `python bench/gateway.py` puts bench/ on sys.path.
 """
@@ -29,6 +29,8 @@ from dataclasses import dataclass, field
 from multiprocessing.connection import Connection, wait
 from typing import Any
 from urllib.parse import urlsplit
+
+from common import spent  # bench/common.py (bench/ is on sys.path)
 
 _spawn = mp.get_context("spawn")
 REGION = "us-east-1"
@@ -262,20 +264,19 @@ def _light_main(
     pipe: Connection,
 ) -> None:
     try:
-        cpu0 = time.process_time()
-        targets = presign(url, access, secret, method, bucket, keys)
-        body = os.urandom(size) if method == "PUT" else b""
-        prepare_cpu_s = time.process_time() - cpu0
+        with spent() as preparing:
+            targets = presign(url, access, secret, method, bucket, keys)
+            body = os.urandom(size) if method == "PUT" else b""
         pipe.send(("ready", None))
         pipe.recv()
         parts = urlsplit(url)
         host, port = parts.hostname or "127.0.0.1", parts.port or 80
-        cpu0 = time.process_time()
-        result = asyncio.run(
-            _drive(host, port, method.encode(), targets, body, connections, done, slot)
-        )
-        result["cpu_s"] = time.process_time() - cpu0
-        result["prepare_cpu_s"] = prepare_cpu_s
+        with spent() as driving:
+            result = asyncio.run(
+                _drive(host, port, method.encode(), targets, body, connections, done, slot)
+            )
+        result["cpu_s"] = driving.cpu_s
+        result["prepare_cpu_s"] = preparing.cpu_s
         if method == "GET" and set(result.pop("lengths")) - {size}:
             raise RuntimeError(f"GET answered bodies not of {size} bytes")
         pipe.send(("done", result))
@@ -348,28 +349,28 @@ def _boto3_main(
         latencies: list[float] = []
         errors: Counter[int] = Counter()
         put_ns: dict[str, int] = {}
-        cpu0 = time.process_time()
-        start = time.monotonic()
-        deadline = start + seconds
-        i = 0
-        while time.monotonic() < deadline:
-            key = f"{prefix}-{i:07d}"
-            i += 1
-            t = time.perf_counter()
-            try:
-                s3.put_object(Bucket=bucket, Key=key, Body=body)
-            except ClientError as e:
-                errors[int(e.response["ResponseMetadata"].get("HTTPStatusCode", 0))] += 1
-                continue
-            except BotoCoreError:
-                errors[0] += 1
-                continue
-            finally:
-                latencies.append(time.perf_counter() - t)
-                done[slot] = len(latencies)
-            if record:
-                put_ns[key] = time.time_ns()
-        end = time.monotonic()
+        with spent() as putting:
+            start = time.monotonic()
+            deadline = start + seconds
+            i = 0
+            while time.monotonic() < deadline:
+                key = f"{prefix}-{i:07d}"
+                i += 1
+                t = time.perf_counter()
+                try:
+                    s3.put_object(Bucket=bucket, Key=key, Body=body)
+                except ClientError as e:
+                    errors[int(e.response["ResponseMetadata"].get("HTTPStatusCode", 0))] += 1
+                    continue
+                except BotoCoreError:
+                    errors[0] += 1
+                    continue
+                finally:
+                    latencies.append(time.perf_counter() - t)
+                    done[slot] = len(latencies)
+                if record:
+                    put_ns[key] = time.time_ns()
+            end = time.monotonic()
         pipe.send(
             (
                 "done",
@@ -379,7 +380,7 @@ def _boto3_main(
                     "latencies": latencies,
                     "start": start,
                     "end": end,
-                    "cpu_s": time.process_time() - cpu0,
+                    "cpu_s": putting.cpu_s,
                     "put_ns": put_ns,
                 },
             )

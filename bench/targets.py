@@ -122,7 +122,6 @@ from paho.mqtt.enums import CallbackAPIVersion, MQTTProtocolVersion
 from pika.adapters.select_connection import SelectConnection
 from pika.channel import Channel
 from rich.console import Console
-from rich.progress import Progress
 from rich.table import Table
 
 from common import cpu_s, descendants, pids_named, progress_bar  # bench/common.py (on sys.path)
@@ -154,10 +153,6 @@ PIPELINES = ("pipeline", "pipeline_kafka")
 OTHER_WORK = r"bench/(gateway|pipeline|changestream|bulk_delete)\.py|bin/pytest|-m pytest"
 
 
-def _bar() -> Progress:
-    return progress_bar(console)
-
-
 # --- a quiet machine -----------------------------------------------------------------------
 
 
@@ -187,7 +182,7 @@ def wait_until_quiet(max_wait_s: float, max_load: float) -> dict[str, Any]:
     """Wait until no other benchmark or test run runs and the 1-minute load average is below
     `max_load`, for at most `max_wait_s`; what was found (and whether it gave up)."""
     start = time.monotonic()
-    with _bar() as progress:
+    with progress_bar(console) as progress:
         task = progress.add_task("waiting for a quiet machine (seconds)", total=max_wait_s)
         while True:
             others = other_benchmarks()
@@ -362,7 +357,7 @@ def publish_all(
         check_results(target.publish(batches[0]), "the warm-up batch")
         events = sum(len(b) for b in batches[1:])
         failed: list[Result] = []
-        with _bar() as progress:
+        with progress_bar(console) as progress:
             task = progress.add_task(what, total=events)
             meter.start()
             start = time.perf_counter()
@@ -640,7 +635,7 @@ def pika_unconfirmed(
 
         send(batches[0])
         route.wait_depth(len(batches[0]))
-        with _bar() as progress:
+        with progress_bar(console) as progress:
             task = progress.add_task(what, total=sum(len(b) for b in batches[1:]))
             meter.start()
             start = time.perf_counter()
@@ -708,7 +703,7 @@ def bench_amqp(
         elif ack_level == "none":
             seconds = pika_unconfirmed(route, batches, meter, what)
         else:
-            with _bar() as progress:
+            with progress_bar(console) as progress:
                 task = progress.add_task(what, total=sum(len(b) for b in batches[1:]))
                 publisher = PikaConfirmPublisher(
                     route.exchange,
@@ -776,7 +771,7 @@ def nats_baseline(subject: str, batches: list[list[Delivery]], meter: CpuMeter) 
 
         try:
             await send(batches[0])
-            with _bar() as progress:
+            with progress_bar(console) as progress:
                 task = progress.add_task("nats: nats-py", total=sum(len(b) for b in batches[1:]))
                 meter.start()
                 start = time.perf_counter()
@@ -921,7 +916,7 @@ def paho_baseline(topic: str, batches: list[list[Delivery]], meter: CpuMeter) ->
             raise RuntimeError("paho baseline: no CONNACK")
         start = 0.0
         goal = 0
-        with _bar() as progress:
+        with progress_bar(console) as progress:
             task = progress.add_task("mqtt: paho", total=sum(len(b) for b in batches[1:]))
             for i, batch in enumerate(batches):
                 if i == 1:
@@ -996,7 +991,7 @@ def redis_baseline(
                 pipe.execute()
 
     send(batches[0])
-    with _bar() as progress:
+    with progress_bar(console) as progress:
         task = progress.add_task("redis: redis-py", total=sum(len(b) for b in batches[1:]))
         meter.start()
         start = time.perf_counter()
@@ -1180,7 +1175,7 @@ def kafka_raw(
 
     try:
         send(batches[0])
-        with _bar() as progress:
+        with progress_bar(console) as progress:
             task = progress.add_task(
                 "kafka: confluent-kafka", total=sum(len(b) for b in batches[1:])
             )

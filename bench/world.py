@@ -17,7 +17,6 @@ from typing import Any
 
 import sqlalchemy as sa
 from rich.console import Console
-from rich.progress import Progress
 
 from common import fresh_postgres_database, progress_bar  # bench/common.py (bench/ is on sys.path)
 from ripple.metabase import (
@@ -39,10 +38,6 @@ TOPIC = "projects/bench/topics/events"
 SUBSCRIPTION = "bench-pull"
 ETAG = "d41d8cd98f00b204e9800998ecf8427e"
 DATA = b"x" * 64
-
-
-def _bar() -> Progress:
-    return progress_bar(console)
 
 
 @dataclass
@@ -154,7 +149,7 @@ def fill_puts(world: World, events: int, writers: int) -> float:
         for w in range(writers)
     ]
     start = time.perf_counter()
-    with _bar() as progress:
+    with progress_bar(console) as progress:
         task = progress.add_task(f"commit {events:,} PUTs ({writers} writers)", total=events)
         for p in procs:
             p.start()
