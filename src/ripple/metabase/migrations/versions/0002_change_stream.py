@@ -1,7 +1,10 @@
-"""The change stream: its tables, the commit trigger (PostgreSQL), and `bucket_eventing`.
+"""The change stream: its tables, their commit trigger, and `bucket_eventing`.
 
     CREATE CHANGE STREAM bucket_eventing FOR objects (status, total_plain_size)
     OPTIONS (exclude_ttl_deletes = TRUE, exclude_update = TRUE, allow_txn_exclusion = TRUE)
+
+The trigger is the one this step installed when it was released (on PostgreSQL a deferred
+one, which 0004 drops).
 
 Revision ID: 0002
 Revises: 0001
@@ -13,13 +16,25 @@ from __future__ import annotations
 import sqlalchemy as sa
 from alembic import op
 
-from ripple.changestream.ddl import create_change_stream, install_commit_trigger
-from ripple.metabase.schema import objects
+from ripple.metabase.migrations.frozen.change_streams_0002 import (
+    ColumnType,
+    create_change_stream,
+)
+from ripple.metabase.migrations.frozen.commit_trigger_0002 import install_commit_trigger
 
 revision = "0002"
 down_revision = "0001"
 branch_labels = None
 depends_on = None
+
+# what the stream records of `objects`: (column, Spanner type code, ordinal position)
+OBJECTS_KEY = [
+    ColumnType("project_id", "STRING", 1),
+    ColumnType("bucket_name", "STRING", 2),
+    ColumnType("object_key", "STRING", 3),  # stored as bytes, a UTF-8 string
+    ColumnType("version", "INT64", 4),
+]
+WATCHED = [ColumnType("status", "INT64", 6), ColumnType("total_plain_size", "INT64", 9)]
 
 
 def upgrade() -> None:
@@ -84,8 +99,9 @@ def upgrade() -> None:
     create_change_stream(
         bind,
         "bucket_eventing",
-        objects,
-        ["status", "total_plain_size"],
+        "objects",
+        OBJECTS_KEY,
+        WATCHED,
         {"exclude_ttl_deletes": True, "exclude_update": True, "allow_txn_exclusion": True},
     )
 

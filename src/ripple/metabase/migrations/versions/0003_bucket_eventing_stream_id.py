@@ -12,25 +12,21 @@ from __future__ import annotations
 
 from alembic import op
 
-from ripple.changestream.ddl import alter_change_stream
-from ripple.metabase.schema import objects
+from ripple.metabase.migrations.frozen.change_streams_0002 import ColumnType, alter_change_stream
 
 revision = "0003"
 down_revision = "0002"
 branch_labels = None
 depends_on = None
 
+# what the stream watches in `objects`: (column, Spanner type code, ordinal position)
+_BEFORE = [ColumnType("status", "INT64", 6), ColumnType("total_plain_size", "INT64", 9)]
+_AFTER = [*_BEFORE, ColumnType("stream_id", "STRING", 5)]
+
 
 def upgrade() -> None:
-    alter_change_stream(
-        op.get_bind(),
-        "bucket_eventing",
-        objects,
-        columns=["status", "total_plain_size", "stream_id"],
-    )
+    alter_change_stream(op.get_bind(), "bucket_eventing", "objects", watched=_AFTER)
 
 
 def downgrade() -> None:
-    alter_change_stream(
-        op.get_bind(), "bucket_eventing", objects, columns=["status", "total_plain_size"]
-    )
+    alter_change_stream(op.get_bind(), "bucket_eventing", "objects", watched=_BEFORE)

@@ -19,38 +19,15 @@ from __future__ import annotations
 import sqlalchemy as sa
 from alembic import op
 
-from ripple.changestream.ddl import install_commit_trigger
+from ripple.metabase.migrations.frozen.commit_trigger_0002 import (
+    SQLITE_TRIGGER,
+    install_commit_trigger,
+)
 
 revision = "0004"
 down_revision = "0003"
 branch_labels = None
 depends_on = None
-
-# The trigger as 0002 first installed it; only the downgrade recreates it.
-_OLD_POSTGRES_TRIGGER = """
-CREATE OR REPLACE FUNCTION ripple_change_record_commit() RETURNS trigger
-LANGUAGE plpgsql AS $$
-DECLARE
-  pos bigint;
-  ts bigint;
-BEGIN
-  UPDATE change_partitions p
-     SET next_position = p.next_position + 1,
-         last_commit_ns = CASE WHEN p.last_transaction = NEW.transaction_id
-                               THEN p.last_commit_ns
-                               ELSE greatest(p.last_commit_ns + 1, NEW.commit_ns) END,
-         last_transaction = NEW.transaction_id
-   WHERE p.stream_name = NEW.stream_name AND p.partition = NEW.partition
-   RETURNING p.next_position, p.last_commit_ns INTO pos, ts;
-  IF NOT FOUND THEN
-    RAISE EXCEPTION 'change stream %% has no partition %%', NEW.stream_name, NEW.partition;
-  END IF;
-  UPDATE change_records SET position = pos, commit_ns = ts WHERE id = NEW.id;
-  RETURN NULL;
-END $$;
-CREATE CONSTRAINT TRIGGER change_records_commit AFTER INSERT ON change_records
-  DEFERRABLE INITIALLY DEFERRED FOR EACH ROW EXECUTE FUNCTION ripple_change_record_commit();
-"""
 
 
 def upgrade() -> None:
@@ -63,7 +40,7 @@ def upgrade() -> None:
         batch.alter_column("position", existing_type=sa.BigInteger, nullable=False)
         batch.create_primary_key("change_records_pkey", ["stream_name", "partition", "position"])
     if bind.dialect.name == "sqlite":  # the batch rebuilt the table, and dropped its trigger
-        install_commit_trigger(bind)
+        bind.exec_driver_sql(SQLITE_TRIGGER)
 
 
 def downgrade() -> None:
@@ -76,8 +53,7 @@ def downgrade() -> None:
         )
     if bind.dialect.name == "postgresql":
         bind.exec_driver_sql("ALTER TABLE change_records ADD COLUMN id BIGSERIAL PRIMARY KEY")
-        bind.exec_driver_sql(_OLD_POSTGRES_TRIGGER)
     else:
         with op.batch_alter_table("change_records", recreate="always") as batch:
             batch.add_column(sa.Column("id", sa.Integer, primary_key=True, autoincrement=True))
-        install_commit_trigger(bind)
+    install_commit_trigger(bind)  # the trigger 0002 installed

@@ -24,13 +24,21 @@ from __future__ import annotations
 import sqlalchemy as sa
 from alembic import op
 
-from ripple.changestream.ddl import alter_change_stream
-from ripple.metabase.schema import objects
+from ripple.metabase.migrations.frozen.change_streams_0002 import ColumnType, alter_change_stream
 
 revision = "0010"
 down_revision = "0009"
 branch_labels = None
 depends_on = None
+
+# what the stream watches in `objects`: (column, Spanner type code, ordinal position)
+_BEFORE = [
+    ColumnType("status", "INT64", 6),
+    ColumnType("total_plain_size", "INT64", 9),
+    ColumnType("stream_id", "STRING", 5),
+    ColumnType("user_metadata", "JSON", 12),
+]
+_AFTER = [*_BEFORE, ColumnType("tags", "JSON", 17)]
 
 
 def upgrade() -> None:
@@ -38,8 +46,8 @@ def upgrade() -> None:
     alter_change_stream(
         op.get_bind(),
         "bucket_eventing",
-        objects,
-        columns=["status", "total_plain_size", "stream_id", "user_metadata", "tags"],
+        "objects",
+        watched=_AFTER,
         options={"exclude_update": False, "value_capture_type": "NEW_ROW_AND_OLD_VALUES"},
     )
 
@@ -48,8 +56,8 @@ def downgrade() -> None:
     alter_change_stream(
         op.get_bind(),
         "bucket_eventing",
-        objects,
-        columns=["status", "total_plain_size", "stream_id", "user_metadata"],
+        "objects",
+        watched=_BEFORE,
         options={"exclude_update": True, "value_capture_type": "OLD_AND_NEW_VALUES"},
     )
     with op.batch_alter_table("objects") as batch:

@@ -16,8 +16,7 @@ from __future__ import annotations
 
 from alembic import op
 
-from ripple.changestream.ddl import alter_change_stream
-from ripple.metabase.schema import objects
+from ripple.metabase.migrations.frozen.change_streams_0002 import alter_change_stream
 
 revision = "0012"
 down_revision = "0011"
@@ -27,11 +26,11 @@ depends_on = None
 
 def upgrade() -> None:
     alter_change_stream(
-        op.get_bind(), "bucket_eventing", objects, options={"exclude_ttl_deletes": False}
+        op.get_bind(), "bucket_eventing", "objects", options={"exclude_ttl_deletes": False}
     )
 
 
 def downgrade() -> None:
     alter_change_stream(
-        op.get_bind(), "bucket_eventing", objects, options={"exclude_ttl_deletes": True}
+        op.get_bind(), "bucket_eventing", "objects", options={"exclude_ttl_deletes": True}
     )

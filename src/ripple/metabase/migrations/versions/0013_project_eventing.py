@@ -19,8 +19,11 @@ from __future__ import annotations
 
 from alembic import op
 
-from ripple.changestream.ddl import create_change_stream, drop_change_stream
-from ripple.metabase.schema import buckets
+from ripple.metabase.migrations.frozen.change_streams_0002 import (
+    ColumnType,
+    create_change_stream,
+    drop_change_stream,
+)
 
 revision = "0013"
 down_revision = "0012"
@@ -28,14 +31,22 @@ branch_labels = None
 depends_on = None
 
 STREAM = "project_eventing"
+# what the stream records of `buckets`: (column, Spanner type code, ordinal position)
+BUCKETS_KEY = [ColumnType("project_id", "STRING", 1), ColumnType("name", "STRING", 2)]
+WATCHED = [
+    ColumnType("versioning", "INT64", 3),
+    ColumnType("object_lock_enabled", "BOOL", 4),
+    ColumnType("created_at", "TIMESTAMP", 8),
+]
 
 
 def upgrade() -> None:
     create_change_stream(
         op.get_bind(),
         STREAM,
-        buckets,
-        ["versioning", "object_lock_enabled", "created_at"],
+        "buckets",
+        BUCKETS_KEY,
+        WATCHED,
         {"exclude_update": True},
         partitions=1,
     )
