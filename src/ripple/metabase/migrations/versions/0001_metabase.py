@@ -10,12 +10,13 @@ from __future__ import annotations
 import sqlalchemy as sa
 from alembic import op
 
-from ripple.metabase.schema import UTCDateTime
-
 revision = "0001"
 down_revision = None
 branch_labels = None
 depends_on = None
+
+# the models' UTCDateTime as the database stores it: a timestamp with time zone
+_TIMESTAMP = sa.DateTime(timezone=True)
 
 
 def upgrade() -> None:
@@ -24,7 +25,7 @@ def upgrade() -> None:
         sa.Column("id", sa.Uuid, primary_key=True),
         sa.Column("public_id", sa.Uuid, nullable=False, unique=True),
         sa.Column("name", sa.String(255), nullable=False),
-        sa.Column("created_at", UTCDateTime, nullable=False),
+        sa.Column("created_at", _TIMESTAMP, nullable=False),
     )
     op.create_table(
         "buckets",
@@ -35,7 +36,7 @@ def upgrade() -> None:
         sa.Column("default_retention_mode", sa.SmallInteger, nullable=True),
         sa.Column("default_retention_days", sa.Integer, nullable=True),
         sa.Column("default_retention_years", sa.Integer, nullable=True),
-        sa.Column("created_at", UTCDateTime, nullable=False),
+        sa.Column("created_at", _TIMESTAMP, nullable=False),
         sa.UniqueConstraint("name", name="buckets_name_key"),
     )
     op.create_table(
@@ -46,14 +47,14 @@ def upgrade() -> None:
         sa.Column("version", sa.BigInteger, primary_key=True, autoincrement=False),
         sa.Column("stream_id", sa.Uuid, nullable=False),
         sa.Column("status", sa.SmallInteger, nullable=False),
-        sa.Column("created_at", UTCDateTime, nullable=False),
-        sa.Column("expires_at", UTCDateTime, nullable=True),
+        sa.Column("created_at", _TIMESTAMP, nullable=False),
+        sa.Column("expires_at", _TIMESTAMP, nullable=True),
         sa.Column("total_plain_size", sa.BigInteger, nullable=False, server_default="0"),
         sa.Column("etag", sa.String(255), nullable=False, server_default=""),
         sa.Column("content_type", sa.String(255), nullable=False, server_default=""),
         sa.Column("user_metadata", sa.JSON, nullable=True),
         sa.Column("retention_mode", sa.SmallInteger, nullable=True),
-        sa.Column("retain_until", UTCDateTime, nullable=True),
+        sa.Column("retain_until", _TIMESTAMP, nullable=True),
         sa.Column("legal_hold", sa.Boolean, nullable=False, server_default=sa.false()),
         sa.Column("inline_data", sa.LargeBinary, nullable=True),
         sa.ForeignKeyConstraint(

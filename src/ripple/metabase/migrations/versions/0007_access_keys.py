@@ -10,12 +10,13 @@ from __future__ import annotations
 import sqlalchemy as sa
 from alembic import op
 
-from ripple.metabase.schema import UTCDateTime
-
 revision = "0007"
 down_revision = "0006"
 branch_labels = None
 depends_on = None
+
+# the models' UTCDateTime as the database stores it: a timestamp with time zone
+_TIMESTAMP = sa.DateTime(timezone=True)
 
 
 def upgrade() -> None:
@@ -28,8 +29,8 @@ def upgrade() -> None:
         sa.Column("prefix", sa.String(1024), nullable=True),
         sa.Column("denied", sa.String(64), nullable=False, server_default=""),
         sa.Column("allow_bypass_governance", sa.Boolean, nullable=False, server_default=sa.false()),
-        sa.Column("created_at", UTCDateTime, nullable=False),
-        sa.Column("revoked_at", UTCDateTime, nullable=True),
+        sa.Column("created_at", _TIMESTAMP, nullable=False),
+        sa.Column("revoked_at", _TIMESTAMP, nullable=True),
         sa.ForeignKeyConstraint(["project_id"], ["projects.id"], name="access_keys_project_fkey"),
     )
     op.create_index("access_keys_project", "access_keys", ["project_id"])

@@ -19,12 +19,11 @@ Create Date: 2026-12-02
 from __future__ import annotations
 
 from typing import Any
+from urllib.parse import unquote_plus
 
 import orjson
 import sqlalchemy as sa
 from alembic import op
-
-from ripple.events.keys import decode_key
 
 revision = "0017"
 down_revision = "0016"
@@ -88,9 +87,14 @@ def _of(text: str) -> tuple[str | None, str | None]:
     try:
         event: Any = orjson.loads(text)
         obj = event["s3"]["object"]
-        return f"{event['s3']['bucket']['name']}/{decode_key(obj['key'])}", obj["sequencer"]
+        return f"{event['s3']['bucket']['name']}/{_decode_key(obj['key'])}", obj["sequencer"]
     except (orjson.JSONDecodeError, KeyError, TypeError):
         return None, None  # not an event of an object
+
+
+def _decode_key(encoded: str) -> str:
+    """The raw key of an event's `s3.object.key` (`ripple.events.keys.decode_key` as of 0017)."""
+    return unquote_plus(encoded, encoding="utf-8", errors="strict")
 
 
 def downgrade() -> None:
