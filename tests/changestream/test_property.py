@@ -29,12 +29,12 @@ import sqlalchemy as sa
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from ripple.changestream.capture import TransactionTag
 from ripple.changestream.schema import (
     change_offsets,
     change_partitions,
     change_records,
 )
+from ripple.changestream.tag import Operation, TransactionTag
 from ripple.changestream.tail import transactions
 from ripple.changestream.values import encode, type_code
 from ripple.events import (
@@ -303,7 +303,7 @@ class Run:
                 pending,
                 size=size,
                 etag="0" * 32,
-                tag=TransactionTag(operation="complete-multipart-upload", request_id=rid),
+                tag=TransactionTag(operation=Operation.COMPLETE_MULTIPART_UPLOAD, request_id=rid),
             )
             created = OBJECT_CREATED_COMPLETE_MULTIPART_UPLOAD
             expected.append(self.created(bucket, key, created, result.object))

@@ -11,7 +11,7 @@ from datetime import timedelta
 import pytest
 import sqlalchemy as sa
 
-from ripple.changestream import TransactionTag
+from ripple.changestream import Operation, TransactionTag
 from ripple.changestream.definition import DEFAULT_PARTITIONS
 from ripple.changestream.schema import change_partitions
 from ripple.metabase import (
@@ -155,7 +155,11 @@ def test_upload_commit_deletes_the_pending_row_and_begin_writes_nothing(
     assert read_all(world.db) == []  # begin is not an event-making transaction: excluded
 
     done = commit_object(
-        world.db, pending, size=4096, etag="e" * 32, tag=TransactionTag("complete-multipart-upload")
+        world.db,
+        pending,
+        size=4096,
+        etag="e" * 32,
+        tag=TransactionTag(Operation.COMPLETE_MULTIPART_UPLOAD),
     ).object
     delete, insert = read_all(world.db)
     assert delete["mods"][0]["old_values"]["status"] == int(Status.PENDING)
@@ -282,7 +286,9 @@ def test_transaction_touching_both_kinds_records_only_the_eventing_bucket(
     world.bucket("evented")
     world.bucket("plain")
     eventing.enable(world.project.id, "evented")
-    with world.db.write(TransactionTag("put"), exclude_txn_from_change_streams=False) as conn:
+    with world.db.write(
+        TransactionTag(Operation.PUT), exclude_txn_from_change_streams=False
+    ) as conn:
         _insert(world, conn, "evented", "k")
         _insert(world, conn, "plain", "k")
 
@@ -294,7 +300,7 @@ def test_transaction_touching_both_kinds_records_only_the_eventing_bucket(
 def test_explicitly_excluded_transaction_writes_no_record(world: World, eventing: Eventing) -> None:
     world.bucket("evented")
     eventing.enable(world.project.id, "evented")
-    with world.db.write(TransactionTag("put")) as conn:  # excluded unless it says otherwise
+    with world.db.write(TransactionTag(Operation.PUT)) as conn:  # excluded unless it says otherwise
         _insert(world, conn, "evented", "k")
     assert len(world.rows()) == 1
     assert read_all(world.db) == []

@@ -24,8 +24,8 @@ import pytest
 from aws_lambda_powertools.utilities.parser.models import S3Model
 from pydantic import ValidationError
 
-from ripple.changestream.capture import TransactionTag
 from ripple.changestream.reader import ChangeStreamReader
+from ripple.changestream.tag import TransactionTag
 from ripple.changestream.tail import transactions
 from ripple.events import ALL_EVENT_NAMES, EventSettings, s3_events
 from ripple.events.names import BUCKET_EVENT_NAMES

@@ -10,7 +10,7 @@ import uuid
 
 import pytest
 
-from ripple.changestream.capture import TransactionTag
+from ripple.changestream.tag import TransactionTag
 from ripple.metabase import (
     BucketLocation,
     ObjectLocation,

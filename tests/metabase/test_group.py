@@ -14,8 +14,8 @@ import orjson
 import pytest
 import sqlalchemy as sa
 
-from ripple.changestream.capture import TransactionTag
 from ripple.changestream.schema import change_records
+from ripple.changestream.tag import Operation, TransactionTag
 from ripple.metabase import Metabase, Object, ObjectLocation, Status, WriteCondition
 from ripple.metabase.errors import CommitTooLate, ConditionalRequestConflict
 from ripple.metabase.group import AgainAlone, GroupBroken
@@ -172,7 +172,7 @@ def test_no_change_record_is_written_once_the_group_has_ended(world: World) -> N
     loc = ObjectLocation(world.project.id, bucket.bucket_name, "ghost")
 
     def ghost() -> None:
-        tag = TransactionTag(operation="put", request_id="ghost")
+        tag = TransactionTag(operation=Operation.PUT, request_id="ghost")
         with world.db.write(tag, exclude_txn_from_change_streams=False) as conn:
             found = start_key_write(conn, loc)
             now = world.db.now()

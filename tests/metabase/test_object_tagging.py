@@ -8,7 +8,7 @@ import hashlib
 
 import pytest
 
-from ripple.changestream.capture import TransactionTag
+from ripple.changestream.tag import TransactionTag
 from ripple.metabase import (
     ObjectLocation,
     Versioning,

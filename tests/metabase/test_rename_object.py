@@ -12,7 +12,7 @@ from datetime import timedelta
 import pytest
 import sqlalchemy as sa
 
-from ripple.changestream.capture import TransactionTag
+from ripple.changestream.tag import TransactionTag
 from ripple.metabase import (
     BucketLocation,
     Object,

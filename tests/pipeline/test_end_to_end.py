@@ -32,8 +32,8 @@ import orjson
 import pytest
 from pyspark.sql import SparkSession
 
-from ripple.changestream.capture import TransactionTag
 from ripple.changestream.reader import ChangeStreamReader
+from ripple.changestream.tag import TransactionTag
 from ripple.changestream.tail import transactions
 from ripple.events import s3_events
 from ripple.metabase import (

@@ -1,7 +1,8 @@
 """The change stream: definitions and options, records written inside the metabase
-transaction, transaction exclusion, reading by partition and position, retention."""
+transaction with their transaction tag, transaction exclusion, reading by partition and
+position, retention."""
 
-from ripple.changestream.capture import OPERATIONS, Capture, TransactionTag, capture_of
+from ripple.changestream.capture import Capture, capture_of
 from ripple.changestream.definition import (
     ChangeStreamError,
     ModType,
@@ -10,12 +11,13 @@ from ripple.changestream.definition import (
     ValueCaptureType,
     parse_retention,
 )
+from ripple.changestream.tag import Operation, TransactionTag
 
 __all__ = [
-    "OPERATIONS",
     "Capture",
     "ChangeStreamError",
     "ModType",
+    "Operation",
     "StreamDefinition",
     "StreamOptions",
     "TransactionTag",

@@ -1,5 +1,5 @@
-"""What a write transaction changed, collected as it happens, and the request context
-(the transaction tag) that travels with it into its change records.
+"""What a write transaction changed, collected as it happens, with the request context (the
+transaction tag, `ripple.changestream.tag`) that travels with it into its change records.
 
 The metabase attaches a `Capture` to every write transaction and reports each row it
 inserts, deletes or updates; `ChangeStreamWriter.flush` turns the capture into records just
@@ -9,68 +9,15 @@ before the transaction commits.
 from __future__ import annotations
 
 from collections.abc import Hashable, Mapping
-from dataclasses import dataclass, fields, replace
+from dataclasses import dataclass, replace
 from typing import Any
 
-import orjson
 from sqlalchemy.engine import Connection
 
 from ripple.changestream.definition import ModType
+from ripple.changestream.tag import TransactionTag
 
-OPERATIONS = (
-    "put",
-    "post",
-    "copy",
-    "complete-multipart-upload",
-    "delete",
-    "delete-objects",
-    "ttl-delete",
-    "put-object-tagging",
-    "delete-object-tagging",
-    "put-object-acl",
-    "put-object-retention",
-    "put-object-legal-hold",
-    "rename",
-    "rename-prefix",
-    "lifecycle-expiration",
-    "create-bucket",
-    "delete-bucket",
-)
 _CAPTURE = "ripple.changestream.capture"
-
-
-@dataclass(frozen=True)
-class TransactionTag:
-    """The request a transaction serves: what events need and a bare row change lacks."""
-
-    operation: str = ""
-    request_id: str = ""
-    host_id: str = ""
-    principal: str = ""
-    source_ip: str = ""
-    etag: str = ""
-    # rename: the source key; rename-prefix: the source prefix
-    rename_from: str = ""
-    # rename-prefix: the destination prefix
-    rename_to: str = ""
-    # copy: the source as `<bucket>/<key>` (a copy onto itself is a metadata change)
-    copy_source: str = ""
-    # lifecycle-expiration: the ID of the lifecycle rule that expired the rows
-    lifecycle_rule: str = ""
-
-    def __post_init__(self) -> None:
-        if self.operation and self.operation not in OPERATIONS:
-            raise ValueError(
-                f"unknown operation {self.operation!r} in transaction tag "
-                f"(one of {', '.join(OPERATIONS)})"
-            )
-
-    def defaults(self, **values: str) -> TransactionTag:
-        """This tag, with `values` filling the members it leaves empty."""
-        return replace(self, **{k: v for k, v in values.items() if not getattr(self, k)})
-
-
-_TAG_FIELDS = tuple(f.name for f in fields(TransactionTag))
 
 
 @dataclass(frozen=True)
@@ -134,13 +81,12 @@ class Capture:
             self.bucket_versioning[bucket] = versioning
 
     def tag_json(self) -> str:
-        # getattr over the field names, not asdict: this runs in every eventing commit
-        members: dict[str, Any] = {
-            name: value for name in _TAG_FIELDS if (value := getattr(self.tag, name))
-        }
+        """The transaction tag its records carry: the request's, with the versioning states."""
+        tag = self.tag
         if self.bucket_versioning:
-            members["bucket_versioning"] = dict(sorted(self.bucket_versioning.items()))
-        return orjson.dumps(members).decode() if members else ""
+            versioning = {**tag.bucket_versioning, **self.bucket_versioning}
+            tag = replace(tag, bucket_versioning=versioning)
+        return tag.encode()
 
 
 def attach(conn: Connection, capture: Capture) -> None:

@@ -9,7 +9,7 @@ import base64
 import secrets
 from dataclasses import dataclass
 
-from ripple.changestream.capture import TransactionTag
+from ripple.changestream.tag import Operation, TransactionTag
 
 
 def new_request_id() -> str:
@@ -34,9 +34,10 @@ class RequestContext:
         return cls(new_request_id(), new_host_id(), source_ip)
 
     def tag(self, operation: str = "", etag: str = "") -> TransactionTag:
-        """The transaction tag of a metabase write serving this request."""
+        """The transaction tag of a metabase write serving this request (`operation`: an
+        `Operation`'s name, e.g. `put`)."""
         return TransactionTag(
-            operation=operation,
+            operation=Operation(operation) if operation else None,
             request_id=self.request_id,
             host_id=self.host_id,
             principal=self.principal,

@@ -26,7 +26,8 @@ from typing import Any
 
 import sqlalchemy as sa
 
-from ripple.changestream.capture import TransactionTag, capture_of
+from ripple.changestream.capture import capture_of
+from ripple.changestream.tag import Operation, TransactionTag
 from ripple.metabase.db import Metabase
 from ripple.metabase.errors import InvalidArgument, MetabaseError, ProjectNotFound
 from ripple.metabase.object_tagging import tagged_version
@@ -335,7 +336,7 @@ def put_object_acl(
         capture_of(conn).default_etag(obj.etag)
         return replace(obj, acl=new)
 
-    transaction_tag = (tag or TransactionTag()).defaults(operation="put-object-acl")
+    transaction_tag = (tag or TransactionTag()).defaults(operation=Operation.PUT_OBJECT_ACL)
     return db.run_write(tx, transaction_tag, exclude_txn_from_change_streams=False)
 
 

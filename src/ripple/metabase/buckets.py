@@ -16,7 +16,8 @@ from dataclasses import replace
 import sqlalchemy as sa
 from sqlalchemy import exc
 
-from ripple.changestream.capture import TransactionTag, capture_of
+from ripple.changestream.capture import capture_of
+from ripple.changestream.tag import Operation, TransactionTag
 from ripple.metabase.acl import AclSpec, check_spec, resolve_acl
 from ripple.metabase.db import Metabase
 from ripple.metabase.errors import (
@@ -81,7 +82,7 @@ def create_bucket(
     bucket = Bucket(
         loc.project_id, loc.bucket_name, versioning, object_lock_enabled, None, db.now()
     )
-    tag = (tag or TransactionTag()).defaults(operation="create-bucket")
+    tag = (tag or TransactionTag()).defaults(operation=Operation.CREATE_BUCKET)
     try:
         with db.write(tag) as conn:
             if (
@@ -153,7 +154,7 @@ def delete_bucket(
     """Delete a bucket that holds no object version or delete marker, aborting the multipart
     uploads still in progress in it, as S3 does. Returns the aborted uploads' stream ids:
     their parts are the caller's to remove after the commit."""
-    with db.write((tag or TransactionTag()).defaults(operation="delete-bucket")) as conn:
+    with db.write((tag or TransactionTag()).defaults(operation=Operation.DELETE_BUCKET)) as conn:
         bucket = get_bucket(conn, loc, lock="update")
         committed = sa.and_(at_bucket(loc), objects.c.status != int(Status.PENDING))
         if conn.execute(sa.select(objects.c.version).where(committed).limit(1)).first():

@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from datetime import datetime
 
-from ripple.changestream.capture import TransactionTag
+from ripple.changestream.tag import TransactionTag
 from ripple.metabase.acl import AclSpec
 from ripple.metabase.db import Metabase
 from ripple.metabase.put_object import put_object

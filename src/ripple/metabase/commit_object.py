@@ -8,7 +8,7 @@ from dataclasses import replace
 
 import sqlalchemy as sa
 
-from ripple.changestream.capture import TransactionTag
+from ripple.changestream.tag import Operation, TransactionTag
 from ripple.metabase.db import Metabase
 from ripple.metabase.errors import PendingObjectNotFound
 from ripple.metabase.rows import at_key, delete_rows, select_rows, start_key_write
@@ -75,5 +75,5 @@ def commit_object(
             condition=condition,
         )
 
-    tag = (tag or TransactionTag()).defaults(operation="put")
+    tag = (tag or TransactionTag()).defaults(operation=Operation.PUT)
     return db.run_write(tx, tag, exclude_txn_from_change_streams=False)

@@ -17,7 +17,8 @@ from typing import Literal
 
 import sqlalchemy as sa
 
-from ripple.changestream.capture import TransactionTag, capture_of
+from ripple.changestream.capture import capture_of
+from ripple.changestream.tag import Operation, TransactionTag
 from ripple.metabase.acl import AclSpec, check_spec, resolve_acl
 from ripple.metabase.db import Metabase
 from ripple.metabase.errors import ConflictRetry, InvalidArgument
@@ -125,7 +126,7 @@ def copy_object(
         )
         return CopyResult(result.object, result.removed, source=src)
 
-    tag = (tag or TransactionTag()).defaults(operation="copy")
+    tag = (tag or TransactionTag()).defaults(operation=Operation.COPY)
     return db.run_write(tx, tag, exclude_txn_from_change_streams=False)
 
 

@@ -27,7 +27,8 @@ import sqlalchemy as sa
 from sqlalchemy import event, exc
 from sqlalchemy.engine import Connection, Engine
 
-from ripple.changestream.capture import Capture, TransactionTag, attach, detach
+from ripple.changestream.capture import Capture, attach, detach
+from ripple.changestream.tag import TransactionTag
 from ripple.changestream.values import datetime_ns
 from ripple.changestream.writer import ChangeStreamWriter, Partitioning
 from ripple.metabase.errors import CommitTooLate, ConflictRetry, InvalidArgument

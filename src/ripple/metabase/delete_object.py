@@ -13,7 +13,7 @@ from datetime import datetime
 
 import sqlalchemy as sa
 
-from ripple.changestream.capture import TransactionTag
+from ripple.changestream.tag import Operation, TransactionTag
 from ripple.metabase.db import Metabase
 from ripple.metabase.delete_condition import DeleteCondition
 from ripple.metabase.objectlock import bypass_allowed
@@ -64,7 +64,7 @@ def delete_object(
             insert_rows(conn, [marker])
         return DeleteResult(removed, marker)
 
-    tag = (tag or TransactionTag()).defaults(operation="delete")
+    tag = (tag or TransactionTag()).defaults(operation=Operation.DELETE)
     return db.run_write(tx, tag, exclude_txn_from_change_streams=False)
 
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import sqlalchemy as sa
 
-from ripple.changestream.capture import TransactionTag
+from ripple.changestream.tag import Operation, TransactionTag
 from ripple.metabase.db import Metabase
 from ripple.metabase.delete_condition import DeleteCondition
 from ripple.metabase.delete_object import DeleteResult
@@ -45,5 +45,5 @@ def delete_object_version(
         delete_rows(conn, [target])
         return DeleteResult(removed=[target])
 
-    tag = (tag or TransactionTag()).defaults(operation="delete")
+    tag = (tag or TransactionTag()).defaults(operation=Operation.DELETE)
     return db.run_write(tx, tag, exclude_txn_from_change_streams=False)

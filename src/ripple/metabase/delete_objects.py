@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 
 import sqlalchemy as sa
 
-from ripple.changestream.capture import TransactionTag
+from ripple.changestream.tag import Operation, TransactionTag
 from ripple.metabase.db import Metabase
 from ripple.metabase.delete_condition import DeleteCondition, UnjudgedCondition
 from ripple.metabase.delete_object import delete_marker
@@ -138,7 +138,7 @@ def delete_objects(
         insert_rows(conn, inserted)
         return DeleteObjectsResult([] if quiet else deleted, item_errors, removed)
 
-    tag = (tag or TransactionTag()).defaults(operation="delete-objects")
+    tag = (tag or TransactionTag()).defaults(operation=Operation.DELETE_OBJECTS)
     return db.run_write(tx, tag, exclude_txn_from_change_streams=False)
 
 

@@ -15,7 +15,7 @@ from itertools import groupby
 
 import sqlalchemy as sa
 
-from ripple.changestream.capture import TransactionTag
+from ripple.changestream.tag import Operation, TransactionTag
 from ripple.metabase.db import Metabase
 from ripple.metabase.errors import ObjectLocked
 from ripple.metabase.objectlock import check_deletable
@@ -32,7 +32,7 @@ from ripple.metabase.rows import (
 from ripple.metabase.schema import objects
 from ripple.metabase.types import BucketLocation, Object
 
-TTL_DELETE = TransactionTag(operation="ttl-delete")
+TTL_DELETE = TransactionTag(operation=Operation.TTL_DELETE)
 
 
 @dataclass(frozen=True)

@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import sqlalchemy as sa
 
-from ripple.changestream.capture import TransactionTag, capture_of
+from ripple.changestream.capture import capture_of
+from ripple.changestream.tag import Operation, TransactionTag
 from ripple.metabase.db import Metabase
 from ripple.metabase.get_object import resolve_object
 from ripple.metabase.retention import lockable_version
@@ -33,7 +34,7 @@ def put_object_legal_hold(
         update_row(conn, obj, legal_hold=on)
         return resolve_object(conn, loc, obj.version_id)
 
-    tag = (tag or TransactionTag()).defaults(operation="put-object-legal-hold")
+    tag = (tag or TransactionTag()).defaults(operation=Operation.PUT_OBJECT_LEGAL_HOLD)
     return db.run_write(tx, tag, exclude_txn_from_change_streams=False)
 
 

@@ -37,7 +37,7 @@ from datetime import datetime
 
 import sqlalchemy as sa
 
-from ripple.changestream.capture import TransactionTag
+from ripple.changestream.tag import Operation, TransactionTag
 from ripple.metabase.db import Metabase
 from ripple.metabase.delete_object import delete_marker
 from ripple.metabase.errors import ObjectLocked
@@ -127,7 +127,7 @@ class RuleRun:
     def __init__(self, job: Job, bucket: Bucket, rule: LifecycleRule) -> None:
         self.job, self.db, self.rule, self.now = job, job.db, rule, job.now
         self.loc = BucketLocation(bucket.project_id, bucket.name)
-        self.tag = TransactionTag(operation="lifecycle-expiration", lifecycle_rule=rule.id)
+        self.tag = TransactionTag(operation=Operation.LIFECYCLE_EXPIRATION, lifecycle_rule=rule.id)
         self._counts = _Counts()  # of the transaction being run
 
     def apply(self) -> None:

@@ -16,7 +16,8 @@ from dataclasses import replace
 
 import sqlalchemy as sa
 
-from ripple.changestream.capture import TransactionTag, capture_of
+from ripple.changestream.capture import capture_of
+from ripple.changestream.tag import Operation, TransactionTag
 from ripple.metabase.db import Metabase
 from ripple.metabase.errors import InvalidTag, TooManyTags
 from ripple.metabase.get_object import DeleteMarkerVersion, resolve_object
@@ -85,7 +86,7 @@ def put_object_tagging(
     """Replace the tags of a version (the latest without `version_id`); returns the version
     with its new tags. An empty tag set removes them."""
     new_tags = check_tags(tags)
-    tag = (tag or TransactionTag()).defaults(operation="put-object-tagging")
+    tag = (tag or TransactionTag()).defaults(operation=Operation.PUT_OBJECT_TAGGING)
     return _set_tags(db, loc, new_tags, version_id, tag)
 
 
@@ -97,7 +98,7 @@ def delete_object_tagging(
     tag: TransactionTag | None = None,
 ) -> Object:
     """Remove every tag of a version (the latest without `version_id`); returns the version."""
-    tag = (tag or TransactionTag()).defaults(operation="delete-object-tagging")
+    tag = (tag or TransactionTag()).defaults(operation=Operation.DELETE_OBJECT_TAGGING)
     return _set_tags(db, loc, {}, version_id, tag)
 
 

@@ -10,7 +10,7 @@ from datetime import datetime
 
 import sqlalchemy as sa
 
-from ripple.changestream.capture import TransactionTag
+from ripple.changestream.tag import Operation, TransactionTag
 from ripple.metabase.acl import AclSpec, check_spec, resolve_acl
 from ripple.metabase.db import Metabase
 from ripple.metabase.object_tagging import check_tags
@@ -77,5 +77,5 @@ def put_object(
             conn, bucket, new, now, explicit_retention=retention is not None, condition=condition
         )
 
-    tag = (tag or TransactionTag()).defaults(operation="put")
+    tag = (tag or TransactionTag()).defaults(operation=Operation.PUT)
     return db.run_write(tx, tag, exclude_txn_from_change_streams=False)

@@ -31,7 +31,8 @@ from datetime import datetime
 
 import sqlalchemy as sa
 
-from ripple.changestream.capture import TransactionTag, capture_of
+from ripple.changestream.capture import capture_of
+from ripple.changestream.tag import Operation, TransactionTag
 from ripple.metabase.db import Metabase
 from ripple.metabase.errors import (
     DestinationPrefixNotEmpty,
@@ -146,7 +147,7 @@ def rename_object(
         capture_of(conn).default_etag(moved.etag)
         return RenameResult(moved, source, removed)
 
-    tag = (tag or TransactionTag()).defaults(operation="rename", rename_from=src.object_key)
+    tag = (tag or TransactionTag()).defaults(operation=Operation.RENAME, rename_from=src.object_key)
     return db.run_write(tx, tag, exclude_txn_from_change_streams=False)
 
 
@@ -200,7 +201,7 @@ def rename_prefix(
         return PrefixRenameResult(moved, sources)
 
     tag = (tag or TransactionTag()).defaults(
-        operation="rename-prefix", rename_from=src_prefix, rename_to=dst_prefix
+        operation=Operation.RENAME_PREFIX, rename_from=src_prefix, rename_to=dst_prefix
     )
     return db.run_write(tx, tag, exclude_txn_from_change_streams=False)
 

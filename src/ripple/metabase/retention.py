@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import sqlalchemy as sa
 
-from ripple.changestream.capture import TransactionTag, capture_of
+from ripple.changestream.capture import capture_of
+from ripple.changestream.tag import Operation, TransactionTag
 from ripple.metabase.db import Metabase
 from ripple.metabase.errors import MethodNotAllowed, ObjectLockNotEnabled
 from ripple.metabase.get_object import resolve_object
@@ -62,7 +63,7 @@ def put_object_retention(
         )
         return resolve_object(conn, loc, obj.version_id)
 
-    tag = (tag or TransactionTag()).defaults(operation="put-object-retention")
+    tag = (tag or TransactionTag()).defaults(operation=Operation.PUT_OBJECT_RETENTION)
     return db.run_write(tx, tag, exclude_txn_from_change_streams=False)
 
 
