@@ -1,7 +1,8 @@
 """Change records → event records: S3 event messages (2.1 and 2.3), names, sequencers, key
 encoding.
 
-Pure functions, no I/O; imports nothing from the other ripple packages. The pipeline feeds
+Pure functions, no I/O; of the other ripple packages, imports only the change stream's record
+vocabulary (its transaction tag, `ripple.changestream.tag`, and values). The pipeline feeds
 `s3_events` the data change records of one transaction and routes the `EventRecord`s it
 returns. See docs/events.md for the message and its fields.
 """
@@ -42,7 +43,6 @@ from ripple.events.s3 import (
     version_id,
 )
 from ripple.events.sequencer import event_time, sequencer, timestamp_ns
-from ripple.events.tag import TransactionTag, parse_transaction_tag
 
 __all__ = [
     "ALL_EVENT_NAMES",
@@ -65,7 +65,6 @@ __all__ = [
     "OBJECT_TAGGING_PUT",
     "EventRecord",
     "EventSettings",
-    "TransactionTag",
     "decode_key",
     "encode_key",
     "event_name",
@@ -73,7 +72,6 @@ __all__ = [
     "is_created",
     "matches",
     "message",
-    "parse_transaction_tag",
     "s3_events",
     "sequencer",
     "tagging_event_name",

@@ -33,6 +33,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.json as pj
 
+from ripple.changestream.tag import Operation
 from ripple.events.columns import (
     STREAM_ID,
     as_bools,
@@ -51,9 +52,15 @@ __all__ = ["SimpleEvents", "Templates", "simple_events"]
 
 # The operations whose one-mod records make one plain event (or none): no extra event, no
 # system principal, no rename pairing. "" is a transaction without a tag.
-_OPERATIONS: Final = pa.array(
-    sorted({"", "put", "post", "copy", "complete-multipart-upload", "delete", "delete-objects"})
+_PLAIN: Final = (
+    Operation.PUT,
+    Operation.POST,
+    Operation.COPY,
+    Operation.COMPLETE_MULTIPART_UPLOAD,
+    Operation.DELETE,
+    Operation.DELETE_OBJECTS,
 )
+_OPERATIONS: Final = pa.array(sorted({"", *(op.value for op in _PLAIN)}))
 _NO_MEMBERS = pa.struct([])  # an object whose members are not read: is it null or not
 _VALUES = pa.struct(
     [
@@ -209,7 +216,7 @@ class _Rows:
             pc.invert(pc.is_in(operation, _OPERATIONS)),
             # a copy onto itself is also a metadata update: two events
             pc.and_(
-                pc.equal(operation, "copy"),
+                pc.equal(operation, Operation.COPY.value),
                 pc.equal(
                     pc.fill_null(self.tag["copy_source"], ""),
                     pc.binary_join_element_wise(bucket, "/", key, ""),
@@ -309,7 +316,7 @@ def _event_names(rows: _Rows) -> pa.Array:
     operation = pc.fill_null(rows.tag["operation"], "")
     codes, found = distinct(rows.is_insert, rows.values["status"], operation)
     names = [
-        event_name("INSERT" if insert else "DELETE", status, op) or ""
+        event_name("INSERT" if insert else "DELETE", status, Operation(op) if op else None) or ""
         for insert, status, op in found
     ]
     return pa.array(names, pa.string()).take(pa.array(codes))

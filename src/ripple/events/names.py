@@ -20,6 +20,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Final
 
+from ripple.changestream.tag import Operation
+
 __all__ = [
     "ALL_EVENT_NAMES",
     "BUCKET_CREATED_PUT",
@@ -27,6 +29,7 @@ __all__ = [
     "BUCKET_REMOVED_DELETE",
     "COMMITTED_STATUSES",
     "DELETE_MARKER_STATUSES",
+    "EXPIRATIONS",
     "LIFECYCLE_EXPIRATION_DELETE",
     "LIFECYCLE_EXPIRATION_DELETE_MARKER_CREATED",
     "METADATA_COLUMNS",
@@ -115,28 +118,28 @@ DELETE_MARKER_STATUSES: Final = frozenset(
 )
 COMMITTED_STATUSES: Final = OBJECT_STATUSES | DELETE_MARKER_STATUSES
 
-_CREATED_BY_OPERATION: Final = {
-    "copy": OBJECT_CREATED_COPY,
-    "complete-multipart-upload": OBJECT_CREATED_COMPLETE_MULTIPART_UPLOAD,
-    "post": OBJECT_CREATED_POST,
+_CREATED_BY_OPERATION: Final[Mapping[Operation | None, str]] = {
+    Operation.COPY: OBJECT_CREATED_COPY,
+    Operation.COMPLETE_MULTIPART_UPLOAD: OBJECT_CREATED_COMPLETE_MULTIPART_UPLOAD,
+    Operation.POST: OBJECT_CREATED_POST,
 }
 
 _PREFIX: Final = "s3:"
 # transactions that expire rows: lifecycle rules and `ripple metabase expire` (TTL)
-_EXPIRATIONS: Final = frozenset({"lifecycle-expiration", "ttl-delete"})
+EXPIRATIONS: Final = frozenset({Operation.LIFECYCLE_EXPIRATION, Operation.TTL_DELETE})
 # columns whose change is an `ObjectMetadata:Update`
 METADATA_COLUMNS: Final = frozenset({"retention_mode", "retain_until", "legal_hold"})
 # the operation of a transaction that changes only the column family it names
-_UPDATE_OPERATIONS: Final = {
-    "put-object-tagging": "tags",
-    "delete-object-tagging": "tags",
-    "put-object-acl": "acl",
-    "put-object-retention": "retention_mode",
-    "put-object-legal-hold": "legal_hold",
+_UPDATE_OPERATIONS: Final[Mapping[Operation | None, str]] = {
+    Operation.PUT_OBJECT_TAGGING: "tags",
+    Operation.DELETE_OBJECT_TAGGING: "tags",
+    Operation.PUT_OBJECT_ACL: "acl",
+    Operation.PUT_OBJECT_RETENTION: "retention_mode",
+    Operation.PUT_OBJECT_LEGAL_HOLD: "legal_hold",
 }
 
 
-def event_name(mod_type: str, status: int | None, operation: str | None = None) -> str | None:
+def event_name(mod_type: str, status: int | None, operation: Operation | None = None) -> str | None:
     """The event name of one mod, or None when the mod makes no event.
 
     `status` is the new status for an INSERT and the old status for a DELETE; None when the
@@ -144,7 +147,7 @@ def event_name(mod_type: str, status: int | None, operation: str | None = None) 
     which is then taken for the delete of a committed row). `operation` is the transaction
     tag's `operation`; any other value than the three named above gives `ObjectCreated:Put`.
     """
-    if operation in _EXPIRATIONS:
+    if operation in EXPIRATIONS:
         if mod_type == "INSERT" and status in DELETE_MARKER_STATUSES:
             return LIFECYCLE_EXPIRATION_DELETE_MARKER_CREATED
         if mod_type == "DELETE" and (status is None or status in COMMITTED_STATUSES):
@@ -152,7 +155,7 @@ def event_name(mod_type: str, status: int | None, operation: str | None = None) 
         return None
     if mod_type == "INSERT":
         if status in OBJECT_STATUSES:
-            return _CREATED_BY_OPERATION.get(operation or "", OBJECT_CREATED_PUT)
+            return _CREATED_BY_OPERATION.get(operation, OBJECT_CREATED_PUT)
         if status in DELETE_MARKER_STATUSES:
             return OBJECT_REMOVED_DELETE_MARKER_CREATED
         return None
@@ -173,7 +176,9 @@ def tagging_event_name(status: int | None, tags_after: object) -> str | None:
 
 
 def changed_columns(
-    changed: frozenset[str] | None, new_values: Mapping[str, object], operation: str | None
+    changed: frozenset[str] | None,
+    new_values: Mapping[str, object],
+    operation: Operation | None,
 ) -> frozenset[str]:
     """The watched columns an UPDATE changed: `changed`, known when the record captures old
     values; when it does not (None), the column family the transaction's `operation` names,
@@ -181,7 +186,7 @@ def changed_columns(
     the changed columns)."""
     if changed is not None:
         return changed
-    column = _UPDATE_OPERATIONS.get(operation or "")
+    column = _UPDATE_OPERATIONS.get(operation)
     return frozenset({column} if column else {"tags"} & set(new_values))
 
 

@@ -27,8 +27,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Final
 
+from ripple.changestream.tag import Operation, TransactionTag
 from ripple.events.keys import encode_key
 from ripple.events.names import (
+    EXPIRATIONS,
     OBJECT_ACL_PUT,
     OBJECT_METADATA_UPDATE,
     STATUS_COMMITTED_VERSIONED,
@@ -36,7 +38,6 @@ from ripple.events.names import (
     event_version,
 )
 from ripple.events.sequencer import event_time, sequencer, timestamp_ns
-from ripple.events.tag import TransactionTag
 
 __all__ = [
     "AWS_EVENT_SOURCE",
@@ -178,7 +179,7 @@ class EventShape:
         obj.update(extra)
         body = event_message(self.settings, self.commit_ns, name, self.tag, bucket, self.owner, obj)
         if name.startswith("LifecycleExpiration:"):
-            rule = {"ruleId": self.tag.lifecycle_rule or ""}
+            rule = {"ruleId": self.tag.lifecycle_rule}
             body["lifecycleEventData"] = {"expirationEventData": rule}
         return EventRecord(
             project_id,
@@ -213,7 +214,7 @@ def _grants(acl: Any, owner: str) -> list[Any]:
 def _metadata_update(shape: EventShape, changed: frozenset[str] | None) -> dict[str, Any]:
     """What an `ObjectMetadata:Update` says: which settings changed and their new values."""
     values = shape.values
-    if shape.tag.operation == "copy":  # a copy onto itself rewrites metadata and times
+    if shape.tag.operation is Operation.COPY:  # a copy onto itself rewrites metadata and times
         update: dict[str, Any] = {"changed": ["lastModified", "userMetadata"]}
         update["lastModified"] = event_time(shape.commit_ns)
         if "user_metadata" in values:
@@ -274,7 +275,7 @@ def event_message(
     obj: dict[str, Any],
 ) -> dict[str, Any]:
     system = settings.system_name
-    by_system = tag.operation in ("lifecycle-expiration", "ttl-delete")
+    by_system = tag.operation in EXPIRATIONS
     return {
         "eventVersion": event_version(name),
         "eventSource": settings.event_source,

@@ -19,6 +19,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from typing import Any, Final
 
+from ripple.changestream.tag import Operation, TransactionTag
 from ripple.events.buckets import BUCKETS_TABLE, bucket_details, bucket_event_name
 from ripple.events.keys import encode_key
 from ripple.events.names import (
@@ -44,7 +45,6 @@ from ripple.events.record import (
     version_id,
 )
 from ripple.events.sequencer import sequencer, timestamp_ns
-from ripple.events.tag import TransactionTag, parse_transaction_tag
 
 __all__ = [
     "DEFAULT_SETTINGS",
@@ -101,7 +101,7 @@ def s3_events(
         raw_tag = record.get("transaction_tag") or ""
         tag = tags.get(raw_tag)
         if tag is None:
-            tag = tags[raw_tag] = parse_transaction_tag(raw_tag)
+            tag = tags[raw_tag] = TransactionTag.decode(raw_tag)
         commit_ns = timestamp_ns(record["commit_timestamp"])
         rename = tag.operation in _RENAMES
         mode = _S3_MODE if rename else None  # of the events every notification could get
@@ -132,11 +132,11 @@ def s3_events(
                 extra = object_details(name, shape, changed)
                 events.append(shape.event(name, project_id, bucket, key, len(events), extra, mode))
             if rename and mod_type == "INSERT" and status in OBJECT_STATUSES:
-                if tag.operation == "rename":  # one key: its own rename event
+                if tag.operation is Operation.RENAME:  # one key: its own rename event
                     events.append(_renamed(shape, project_id, bucket, key, len(events)))
                 elif prefix_rename is None:  # a prefix: one event, after the keys' events
                     whole = replace(shape, whole=False)
-                    prefix_rename = (whole, project_id, bucket, tag.rename_to or "")
+                    prefix_rename = (whole, project_id, bucket, tag.rename_to)
     if prefix_rename is not None:
         events.append(_renamed(*prefix_rename, len(events)))
     return events
@@ -145,12 +145,12 @@ def s3_events(
 def _renamed(shape: EventShape, project_id: str, bucket: str, key: str, index: int) -> EventRecord:
     """The `ObjectRenamed:Rename` event of a rename: of one key, or (`key` the destination
     prefix) of a whole prefix."""
-    extra = {"renameFromKey": encode_key(shape.tag.rename_from or "")}
+    extra = {"renameFromKey": encode_key(shape.tag.rename_from)}
     return shape.event(OBJECT_RENAMED_RENAME, project_id, bucket, key, index, extra, _SINGLE_MODE)
 
 
 _MOD_TYPES: Final = frozenset({"INSERT", "UPDATE", "DELETE"})
-_RENAMES: Final = frozenset({"rename", "rename-prefix"})
+_RENAMES: Final = frozenset({Operation.RENAME, Operation.RENAME_PREFIX})
 _S3_MODE: Final = "s3"
 _SINGLE_MODE: Final = "single"
 
@@ -162,7 +162,7 @@ def _bucket_events(
     name = bucket_event_name(str(record.get("mod_type")))
     if name is None:
         return []
-    tag = parse_transaction_tag(record.get("transaction_tag") or "")
+    tag = TransactionTag.decode(record.get("transaction_tag"))
     commit_ns = timestamp_ns(record["commit_timestamp"])
     events: list[EventRecord] = []
     for mod in record.get("mods") or ():
@@ -182,7 +182,7 @@ def _copied_onto_itself(
 ) -> bool:
     return (
         mod_type == "INSERT"
-        and tag.operation == "copy"
+        and tag.operation is Operation.COPY
         and status in OBJECT_STATUSES
         and tag.copy_source == f"{bucket}/{key}"
     )

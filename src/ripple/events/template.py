@@ -14,11 +14,12 @@ from __future__ import annotations
 import secrets
 import uuid
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Final
 
 import orjson
 
+from ripple.changestream.tag import TransactionTag
 from ripple.changestream.values import rfc3339_ns
 from ripple.events.record import EventRecord, EventSettings, version_id
 from ripple.events.s3 import s3_events
@@ -26,7 +27,8 @@ from ripple.events.sequencer import event_time, sequencer
 
 __all__ = ["HOLES", "TAG_HOLES", "Shape", "Template", "template_of"]
 
-# the holes a template may have; those whose value comes from the transaction tag
+# the holes a template may have; those whose value comes from the transaction tag (and are
+# named as its members)
 TAG_HOLES: Final = ("principal", "source_ip", "request_id", "host_id")
 HOLES: Final = ("event_time", *TAG_HOLES, "key", "size", "etag", "version_id", "sequencer")
 
@@ -89,8 +91,8 @@ def template_of(
     (expected,) = real
     side = "new_values" if shape.insert else "old_values"
     markers = _Markers.new()
-    marked_mod, marked_tag = markers.apply(mod, orjson.loads(tag) if tag else {}, side)
-    made = maps.events(mod_type, marked_mod, orjson.dumps(marked_tag).decode(), markers.commit_ns)
+    marked_mod, marked_tag = markers.apply(mod, TransactionTag.decode(tag), side)
+    made = maps.events(mod_type, marked_mod, marked_tag.encode(), markers.commit_ns)
     if len(made) != 1:
         return None
     cut = markers.cut(orjson.dumps(made[0].message))
@@ -165,14 +167,14 @@ class _Markers:
         )
 
     def apply(
-        self, mod: Mapping[str, Any], tag: Mapping[str, Any], side: str
-    ) -> tuple[dict[str, Any], dict[str, Any]]:
+        self, mod: Mapping[str, Any], tag: TransactionTag, side: str
+    ) -> tuple[dict[str, Any], TransactionTag]:
         """The mod and tag with the markers in place of their varying values (`side`: the
         values the event is made from, `new_values` or `old_values`)."""
         values = dict(mod.get(side) or {})
         if values.get("total_plain_size") is not None:
             values["total_plain_size"] = self.size
-        if values.get("etag") or tag.get("etag"):
+        if values.get("etag") or tag.etag:
             values["etag"] = self.text["etag"]
         if values.get("stream_id"):
             values["stream_id"] = self.stream_id
@@ -180,8 +182,8 @@ class _Markers:
         keys["object_key"] = self.text["key"]
         if keys.get("version") is not None:
             keys["version"] = self.version
-        marked_tag = {**tag, **{name: self.text[name] for name in TAG_HOLES}}
-        marked_tag.pop("etag", None)
+        marked: dict[str, Any] = {name: self.text[name] for name in TAG_HOLES}
+        marked_tag = replace(tag, etag="", **marked)
         return {**mod, "keys": keys, side: values}, marked_tag
 
     def cut(self, message: bytes) -> tuple[tuple[bytes, ...], tuple[str, ...]] | None:
