@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import itertools
 import uuid
+from collections.abc import Mapping
 from typing import Any
 
 import orjson
@@ -17,9 +18,11 @@ from hypothesis import strategies as st
 
 import ripple.events.batch as batch
 from ripple.changestream.definition import ModType
+from ripple.changestream.tag import Operation, TransactionTag
 from ripple.events import EventSettings
 from ripple.pipeline.source import ARROW_SCHEMA
 from ripple.pipeline.transform import EVENT_SCHEMA, BatchMapper, events_of_rows
+from tests.changestream.tags import MEMBERS, with_member
 
 PROJECTS = {str(uuid.UUID(int=1)): "owner-one", str(uuid.UUID(int=2)): 'owner "two"'}
 SETTINGS = EventSettings(region="eu-west-1")
@@ -291,6 +294,26 @@ def test_a_shape_whose_template_fails_its_check_goes_the_general_way(
     out = mapper.map(pa.Table.from_pylist(rows, schema=ARROW_SCHEMA).to_batches()[0])
     assert list(mapper.templates.known.values()) == [None]
     assert out.to_pylist() == mapped(rows, [], fast=False).to_pylist()
+
+
+@pytest.mark.parametrize("member", MEMBERS)
+def test_the_fast_path_reads_each_tag_member(member: str) -> None:
+    """Every member of the transaction tag reaches the fast path, and two puts that differ
+    only in it make the events `s3_events` makes (a member the fast path ignored would be
+    filled into the second from the first one's template)."""
+    request = TransactionTag(Operation.PUT, request_id="R")
+    tags = [with_member(member, n, request) for n in (0, 1)]
+    rows = [put(n, f"k{n}", tag=tag.encode()) for n, tag in enumerate(tags)]
+    records = pa.Table.from_pylist(rows, schema=ARROW_SCHEMA).to_batches()[0]
+    parsed = batch._Rows.parse(records, pa.array([True, True]))
+    assert parsed is not None
+    for n, tag in enumerate(tags):
+        read, value = parsed.tag[member][n].as_py(), getattr(tag, member)
+        if isinstance(value, Mapping):  # an object: read only for whether it is there
+            assert read is not None
+        else:
+            assert read == value
+    assert mapped(rows, [], fast=True).to_pylist() == mapped(rows, [], fast=False).to_pylist()
 
 
 def test_records_ending_inside_a_transaction_are_an_error() -> None:

@@ -24,7 +24,7 @@ Pure: no I/O.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Final
 
 import numpy as np
@@ -33,7 +33,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.json as pj
 
-from ripple.changestream.tag import Operation
+from ripple.changestream.tag import STRING_MEMBERS, Operation, TransactionTag
 from ripple.events.columns import (
     STREAM_ID,
     as_bools,
@@ -82,10 +82,17 @@ _KEYS = pa.struct(
 )
 _MOD = pa.struct([("keys", _KEYS), ("new_values", _VALUES), ("old_values", _VALUES)])
 _MODS: Final = pa.schema([("m", pa.list_(_MOD))])
-_TAG_STRINGS: Final = (*TAG_HOLES, "operation", "etag", "copy_source")
+# Every member of the transaction tag is read (an object's only for whether it is there); a
+# record whose tag has one the fast path does not use (a rename's, a lifecycle rule's, one
+# added since) is left to `s3_events`.
 _TAG: Final = pa.schema(
-    [*((name, pa.string()) for name in _TAG_STRINGS), ("bucket_versioning", _NO_MEMBERS)]
+    [
+        (f.name, pa.string() if f.name in STRING_MEMBERS else _NO_MEMBERS)
+        for f in fields(TransactionTag)
+    ]
 )
+_TAG_USED: Final = (*TAG_HOLES, "operation", "etag", "copy_source", "bucket_versioning")
+_TAG_UNUSED: Final = tuple(name for name in _TAG.names if name not in _TAG_USED)
 _UNSAFE_JSON: Final = r'[\x00-\x1f"\\]'  # what orjson would escape in a string
 _NULL_VERSION_STATUSES: Final = pa.array([3, 6], pa.int64())
 _VERSIONED_STATUSES: Final = pa.array([4, 5], pa.int64())
@@ -156,8 +163,7 @@ class _Rows:
     one_mod: np.ndarray
     keys: pa.StructArray
     values: dict[str, pa.Array]
-    tag: dict[str, pa.Array]
-    versioning: pa.Array  # the tag names buckets' versioning states
+    tag: dict[str, pa.Array]  # each member of the transaction tag
 
     @staticmethod
     def parse(records: pa.RecordBatch, is_insert: pa.Array) -> _Rows | None:
@@ -192,8 +198,7 @@ class _Rows:
             one_mod,
             pc.struct_field(first, "keys"),
             {name: whole(value) for name, value in values.items()},
-            {name: whole(tag.column(name)) for name in _TAG_STRINGS},
-            pc.is_valid(whole(tag.column("bucket_versioning"))),
+            {name: whole(tag.column(name)) for name in _TAG.names},
         )
 
     def key(self, name: str) -> pa.Array:
@@ -214,6 +219,8 @@ class _Rows:
         )
         refused = [
             pc.invert(pc.is_in(operation, _OPERATIONS)),
+            # a member only `s3_events` reads
+            *(pc.is_valid(self.tag[name]) for name in _TAG_UNUSED),
             # a copy onto itself is also a metadata update: two events
             pc.and_(
                 pc.equal(operation, Operation.COPY.value),
@@ -223,7 +230,10 @@ class _Rows:
                 ),
             ),
             # a null version's versionId depends on the bucket's versioning in the tag
-            pc.and_(pc.is_in(status, _NULL_VERSION_STATUSES), self.versioning),
+            pc.and_(
+                pc.is_in(status, _NULL_VERSION_STATUSES),
+                pc.is_valid(self.tag["bucket_versioning"]),
+            ),
             # a value JSON would escape
             pc.match_substring_regex(unsafe, _UNSAFE_JSON),
             # a versionId needs a canonical stream id and a version
@@ -295,7 +305,6 @@ class _Rows:
             self.keys.take(take),
             {name: value.take(take) for name, value in self.values.items()},
             {name: value.take(take) for name, value in self.tag.items()},
-            self.versioning.take(take),
         )
 
 
