@@ -18,6 +18,7 @@ from ripple.metabase import (
     create_project,
     delete_objects,
     rename_object,
+    rename_prefix,
 )
 from ripple.pipeline import source
 from ripple.pipeline.source import ChangeStreamStreamReader, RangePartition
@@ -99,7 +100,7 @@ def test_a_batch_of_more_than_half_of_max_records_is_a_task_per_partition(
         reader.stop()
 
 
-@pytest.mark.parametrize("change", ["delete-objects", "rename"])
+@pytest.mark.parametrize("change", ["delete-objects", "rename", "rename-prefix"])
 def test_a_large_batch_with_a_change_of_several_keys_is_one_task(
     db: Metabase, monkeypatch: pytest.MonkeyPatch, change: str
 ) -> None:
@@ -122,8 +123,12 @@ def test_a_large_batch_with_a_change_of_several_keys_is_one_task(
         assert len(reader.partitions(start, reader.latestOffset(start, ReadAllAvailable()))) == 4
         if change == "delete-objects":
             delete_objects(db, bucket, [DeleteObjectsItem(keys[0]), DeleteObjectsItem(keys[-1])])
-        else:
+        elif change == "rename":
             rename_object(db, ObjectLocation(project.id, "photos", keys[-1]), "renamed")
+        else:  # a prefix of one key: only the tag tells it is a rename
+            old = ObjectLocation(project.id, "photos", "old/k")
+            commit_inline_object(db, old, b"x", etag=hashlib.md5(b"x").hexdigest())
+            rename_prefix(db, bucket, "old/", "new/")
         (part,) = reader.partitions(start, reader.latestOffset(start, ReadAllAvailable()))
         assert isinstance(part, RangePartition)
         assert [p for p, _, _ in part.ranges] == [0, 1, 2, 3]

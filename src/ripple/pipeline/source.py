@@ -35,6 +35,7 @@ from sqlalchemy.pool import NullPool
 
 from ripple.changestream.reader import DEFAULT_STREAM, ChangeStreamReader
 from ripple.changestream.schema import change_records
+from ripple.changestream.tag import Operation, TransactionTag
 
 NAME = "ripple-changestream"
 DEFAULT_MAX_RECORDS = 50_000
@@ -244,9 +245,11 @@ class ChangeStreamStreamReader(DataSourceStreamReader):
         """Does any record in `ranges` record a change of several keys: a record of several
         mods (DeleteObjects, lifecycle expiration), or a rename (its source and target)?"""
         c = change_records.c
-        several = sa.or_(
-            c.mods.like('%"keys"%"keys"%'), c.transaction_tag.like('%"operation":"rename%')
+        renames = (
+            c.transaction_tag.contains(TransactionTag.member_text("operation", op), autoescape=True)
+            for op in (Operation.RENAME, Operation.RENAME_PREFIX)
         )
+        several = sa.or_(c.mods.like('%"keys"%"keys"%'), *renames)
         query = sa.select(c.position).where(c.stream_name == self.stream, _within(ranges), several)
         with self.engine.connect() as conn:
             return conn.execute(query.limit(1)).first() is not None
