@@ -19,8 +19,13 @@ from ripple.metabase import (
     get_object,
     list_projects,
 )
-from ripple.metabase.migrate import _config, current_revision, head_revision, upgrade
-from ripple.metabase.schema import all_metadata
+from ripple.metabase.migrate import (
+    _config,
+    all_metadata,
+    current_revision,
+    head_revision,
+    upgrade,
+)
 
 
 def _schema_diff(db: Metabase) -> list[object]:

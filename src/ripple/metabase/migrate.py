@@ -6,11 +6,13 @@ import os
 from collections.abc import Sequence
 from pathlib import Path
 
+import sqlalchemy as sa
 from alembic import command
 from alembic.config import Config
 from alembic.runtime.migration import MigrationContext
 from alembic.script import ScriptDirectory
 
+from ripple.metabase import schema
 from ripple.metabase.db import Metabase
 
 _SCRIPTS = "ripple.metabase:migrations"
@@ -45,3 +47,28 @@ def current_revision(db: Metabase) -> str | None:
 
 def head_revision() -> str | None:
     return ScriptDirectory.from_config(_config()).get_current_head()
+
+
+def all_metadata() -> sa.MetaData:
+    """Every table the migrations create: the metabase's, the change stream's, the
+    pipeline's, the pull subscriptions', the access keys' and the eventing configuration's
+    (the migrations' schema check). Gathered here, not in `metabase.schema`: the other
+    packages' schemas import that one, which imports none of them."""
+    from ripple.changestream.schema import metadata as changestream_metadata
+    from ripple.identity.schema import metadata as identity_metadata
+    from ripple.notifications.schema import metadata as notifications_metadata
+    from ripple.pipeline.schema import metadata as pipeline_metadata
+    from ripple.subscriptions.schema import metadata as subscriptions_metadata
+
+    merged = sa.MetaData()
+    for source in (
+        schema.metadata,
+        changestream_metadata,
+        pipeline_metadata,
+        subscriptions_metadata,
+        identity_metadata,
+        notifications_metadata,
+    ):
+        for table in source.tables.values():
+            table.to_metadata(merged)
+    return merged

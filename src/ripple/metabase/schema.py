@@ -135,27 +135,3 @@ client_tokens = sa.Table(
     sa.Column("done", sa.Boolean, nullable=False),  # False: in progress
     sa.Column("expires_ns", sa.BigInteger, nullable=False),
 )
-
-
-def all_metadata() -> sa.MetaData:
-    """Every table the migrations create: the metabase's, the change stream's, the
-    pipeline's, the pull subscriptions', the access keys' and the eventing configuration's
-    (imported here only, for the migrations' schema check)."""
-    from ripple.changestream.schema import metadata as changestream_metadata
-    from ripple.identity.schema import metadata as identity_metadata
-    from ripple.notifications.schema import metadata as notifications_metadata
-    from ripple.pipeline.schema import metadata as pipeline_metadata
-    from ripple.subscriptions.schema import metadata as subscriptions_metadata
-
-    merged = sa.MetaData()
-    for source in (
-        metadata,
-        changestream_metadata,
-        pipeline_metadata,
-        subscriptions_metadata,
-        identity_metadata,
-        notifications_metadata,
-    ):
-        for table in source.tables.values():
-            table.to_metadata(merged)
-    return merged

@@ -5,7 +5,7 @@ from __future__ import annotations
 from alembic import context
 from sqlalchemy.engine import Connection
 
-from ripple.metabase.schema import all_metadata
+from ripple.metabase.migrate import all_metadata
 
 connection = context.config.attributes.get("connection")
 if not isinstance(connection, Connection):
