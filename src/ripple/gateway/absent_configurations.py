@@ -10,9 +10,9 @@ from __future__ import annotations
 from starlette.responses import Response
 
 from ripple.gateway import xml
-from ripple.gateway.app import operation
 from ripple.gateway.errors import S3Error
 from ripple.gateway.request import S3Request
+from ripple.gateway.routes import operation
 from ripple.metabase import get_bucket_info
 
 # sub-resource -> (S3's operation name, the error GET answers when the bucket has none)

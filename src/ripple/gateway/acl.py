@@ -19,12 +19,12 @@ from xml.etree.ElementTree import Element
 from starlette.responses import Response
 
 from ripple.gateway import xml
-from ripple.gateway.app import operation
 from ripple.gateway.auth import check_missing, requester_id
 from ripple.gateway.body import read_document
 from ripple.gateway.errors import S3Error
 from ripple.gateway.headers import version_headers
 from ripple.gateway.request import S3Request
+from ripple.gateway.routes import operation
 from ripple.metabase.acl import (
     CANONICAL_USER,
     FULL_CONTROL,

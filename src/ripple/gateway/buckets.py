@@ -10,11 +10,11 @@ from starlette.responses import Response
 
 from ripple.gateway import xml
 from ripple.gateway.acl import acl_of
-from ripple.gateway.app import operation
 from ripple.gateway.body import read_document
 from ripple.gateway.errors import S3Error
 from ripple.gateway.listing import continuation_token, resume_key
 from ripple.gateway.request import S3Request, query_number
+from ripple.gateway.routes import operation
 from ripple.gateway.topics import principal
 from ripple.metabase import (
     DefaultRetention,

@@ -21,7 +21,6 @@ from urllib.parse import quote
 from starlette.responses import Response
 
 from ripple.gateway import xml
-from ripple.gateway.app import operation
 from ripple.gateway.body import read_document
 from ripple.gateway.errors import S3Error
 from ripple.gateway.get_object import MAX_PART_NUMBER
@@ -31,6 +30,7 @@ from ripple.gateway.object_checksums import add_elements, completed, listed_chec
 from ripple.gateway.objects import commit_within, free, write_condition
 from ripple.gateway.parts import Part, lock_upload, multipart_etag, stored_parts
 from ripple.gateway.request import S3Request
+from ripple.gateway.routes import operation
 from ripple.metabase import Object, WriteCondition, commit_object
 from ripple.metabase.errors import (
     MetabaseError,

@@ -25,7 +25,6 @@ from starlette.responses import Response
 
 from ripple.gateway import xml
 from ripple.gateway.acl import acl_of
-from ripple.gateway.app import operation
 from ripple.gateway.auth import check_source_missing, check_source_read, source_owner
 from ripple.gateway.body import MAX_PUT_SIZE
 from ripple.gateway.checksums import FULL_OBJECT, Hasher, checksum_for, encode
@@ -44,6 +43,7 @@ from ripple.gateway.headers import (
 from ripple.gateway.object_checksums import add_elements, requested_algorithm
 from ripple.gateway.objects import commit_within, free, write_condition
 from ripple.gateway.request import S3Request
+from ripple.gateway.routes import operation
 from ripple.metabase import (
     Checksum,
     CopyResult,

@@ -21,13 +21,13 @@ from starlette.background import BackgroundTask
 from starlette.responses import Response
 
 from ripple.gateway import xml
-from ripple.gateway.app import operation
 from ripple.gateway.body import read_document
 from ripple.gateway.checksums import CHECKSUM_PREFIX
 from ripple.gateway.errors import S3Error
 from ripple.gateway.headers import condition_time
 from ripple.gateway.objects import MAX_SIZE, free
 from ripple.gateway.request import S3Request
+from ripple.gateway.routes import operation
 from ripple.metabase import (
     MAX_DELETE_OBJECTS,
     DeletedObject,

@@ -18,12 +18,12 @@ from typing import BinaryIO
 
 from starlette.responses import Response, StreamingResponse
 
-from ripple.gateway.app import operation
 from ripple.gateway.auth import check_missing, check_served
 from ripple.gateway.errors import S3Error
 from ripple.gateway.headers import object_headers, parse_http_date
 from ripple.gateway.object_checksums import shown_headers
 from ripple.gateway.request import S3Request, query_number
+from ripple.gateway.routes import operation
 from ripple.metabase import Object, etag_matches, get_object
 from ripple.metabase.errors import MethodNotAllowed, ObjectNotFound
 

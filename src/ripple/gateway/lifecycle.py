@@ -22,11 +22,11 @@ from typing import Any
 from starlette.responses import Response
 
 from ripple.gateway import xml
-from ripple.gateway.app import operation
 from ripple.gateway.body import read_document
 from ripple.gateway.delete_objects import require_digest
 from ripple.gateway.errors import S3Error
 from ripple.gateway.request import S3Request
+from ripple.gateway.routes import operation
 from ripple.metabase.lifecycle import (
     delete_bucket_lifecycle,
     lifecycle_documents,

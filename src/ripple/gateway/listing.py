@@ -19,11 +19,11 @@ from urllib.parse import quote
 from starlette.responses import Response
 
 from ripple.gateway import xml
-from ripple.gateway.app import operation
 from ripple.gateway.auth import authorize
 from ripple.gateway.errors import S3Error
 from ripple.gateway.headers import quoted
 from ripple.gateway.request import S3Request, query_number
+from ripple.gateway.routes import operation
 from ripple.metabase import Object, list_object_versions, list_objects
 from ripple.metabase.listing import MAX_KEYS
 

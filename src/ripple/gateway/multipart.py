@@ -21,7 +21,6 @@ from starlette.responses import Response
 from ripple.events.keys import encode_key
 from ripple.gateway import xml
 from ripple.gateway.acl import acl_of
-from ripple.gateway.app import operation
 from ripple.gateway.auth import authorize
 from ripple.gateway.body import receive, require_length
 from ripple.gateway.checksums import decode, element_of, encode, header_of
@@ -47,6 +46,7 @@ from ripple.gateway.parts import (
     stored_parts,
 )
 from ripple.gateway.request import S3Request, query_number
+from ripple.gateway.routes import operation
 from ripple.metabase import Checksum, check_tags
 from ripple.metabase.errors import BucketNotFound, PendingObjectNotFound
 from ripple.metabase.uploads import (

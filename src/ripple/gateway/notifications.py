@@ -27,10 +27,10 @@ from urllib.parse import urlsplit
 import orjson
 from starlette.responses import Response
 
-from ripple.gateway.app import operation
 from ripple.gateway.body import read_document
 from ripple.gateway.errors import S3Error
 from ripple.gateway.request import S3Request
+from ripple.gateway.routes import operation
 from ripple.gateway.topics import is_secret, principal, redacted
 from ripple.metabase import get_bucket_info
 from ripple.metabase.buckets import bucket_owner

@@ -16,13 +16,13 @@ from xml.etree.ElementTree import Element
 from starlette.responses import Response
 
 from ripple.gateway import xml
-from ripple.gateway.app import operation
 from ripple.gateway.auth import check_missing, check_served
 from ripple.gateway.checksums import element_of
 from ripple.gateway.errors import S3Error
 from ripple.gateway.headers import http_date, version_headers
 from ripple.gateway.object_checksums import shown_value
 from ripple.gateway.request import S3Request, header_number
+from ripple.gateway.routes import operation
 from ripple.metabase import Object, get_object
 from ripple.metabase.errors import MethodNotAllowed, ObjectNotFound
 

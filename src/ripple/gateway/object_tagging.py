@@ -12,12 +12,12 @@ from __future__ import annotations
 from starlette.responses import Response
 
 from ripple.gateway import xml
-from ripple.gateway.app import operation
 from ripple.gateway.body import read_document
 from ripple.gateway.delete_objects import require_digest
 from ripple.gateway.errors import S3Error
 from ripple.gateway.headers import version_headers
 from ripple.gateway.request import S3Request
+from ripple.gateway.routes import operation
 from ripple.metabase import delete_object_tagging, get_object_tagging, put_object_tagging
 
 SMALL_DOCUMENT = 64 * 1024

@@ -16,7 +16,6 @@ from typing import TypeVar
 from starlette.responses import Response
 
 from ripple.gateway.acl import acl_of
-from ripple.gateway.app import operation
 from ripple.gateway.body import Received, receive, require_length
 from ripple.gateway.data import DataWriter, ObjectData
 from ripple.gateway.errors import S3Error
@@ -31,6 +30,7 @@ from ripple.gateway.headers import (
 )
 from ripple.gateway.object_checksums import of_received, response_headers
 from ripple.gateway.request import S3Request, header_number
+from ripple.gateway.routes import operation
 from ripple.metabase import (
     DeleteResult,
     Metabase,
