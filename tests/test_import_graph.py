@@ -151,9 +151,7 @@ def test_the_graph_counts_every_kind_of_import(tmp_path: Path) -> None:
         "__init__.py": "",
         "a.py": "def f():\n    from pkg.sub import b\n",
         "sub/__init__.py": "NAME = 1\n",
-        "sub/b.py": (
-            "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from .. import c\n"
-        ),
+        "sub/b.py": "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from .. import c\n",
         "c.py": "from .sub import NAME\nimport pkg.a\n",
         "d.py": "import pkg.sub.b\n",
     }

@@ -25,7 +25,7 @@ from confluent_kafka import Consumer, KafkaException, Producer
 from confluent_kafka.admin import AdminClient
 from prometheus_client import REGISTRY
 
-from ripple.gateway.topics import is_secret
+from ripple.gateway.credentials import is_secret
 from ripple.metabase import Metabase
 from ripple.notifications.topics import Topic
 from ripple.pipeline.deliver import Deliverer

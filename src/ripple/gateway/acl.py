@@ -1,14 +1,12 @@
-"""ACLs on the wire: Get/PutBucketAcl (`/bucket?acl`), Get/PutObjectAcl (`/bucket/key?acl`,
-on the latest version or `?versionId=`), and the ACL request headers PutObject, CopyObject,
-CreateMultipartUpload and CreateBucket take too (`acl_of`).
+"""ACLs on the wire: Get/PutBucketAcl (`/bucket?acl`) and Get/PutObjectAcl
+(`/bucket/key?acl`, on the latest version or `?versionId=`).
 
-A PUT gives the new ACL one of three ways: a canned ACL (`x-amz-acl`), grant headers
-(`x-amz-grant-read|write|read-acp|write-acp|full-control: id="…", uri="…"`), or an
-`AccessControlPolicy` document; giving a body and a header, or a canned ACL and grant
-headers, is `InvalidRequest`; giving none is `MissingSecurityHeader`. Grantees are projects
-by public id (`CanonicalUser`) or the groups AllUsers and AuthenticatedUsers; e-mail
-grantees are `UnresolvableGrantByEmailAddress` (ripple has no e-mail addresses). The
-model and its rules are the metabase's (`ripple.metabase.acl`).
+A PUT gives the new ACL one of three ways: a canned ACL or grant headers (`acl_headers`),
+or an `AccessControlPolicy` document; giving a body and a header is `InvalidRequest`;
+giving none is `MissingSecurityHeader`. Grantees are projects by public id
+(`CanonicalUser`) or the groups AllUsers and AuthenticatedUsers; e-mail grantees are
+`UnresolvableGrantByEmailAddress` (ripple has no e-mail addresses). The model and its rules
+are the metabase's (`ripple.metabase.acl`).
 """
 
 from __future__ import annotations
@@ -19,6 +17,7 @@ from xml.etree.ElementTree import Element
 from starlette.responses import Response
 
 from ripple.gateway import xml
+from ripple.gateway.acl_headers import acl_of, no_email
 from ripple.gateway.auth import check_missing, requester_id
 from ripple.gateway.body import read_document
 from ripple.gateway.errors import S3Error
@@ -27,12 +26,7 @@ from ripple.gateway.request import S3Request
 from ripple.gateway.routes import operation
 from ripple.metabase.acl import (
     CANONICAL_USER,
-    FULL_CONTROL,
     GROUP,
-    READ,
-    READ_ACP,
-    WRITE,
-    WRITE_ACP,
     AccessControlPolicy,
     AclSpec,
     Grant,
@@ -47,57 +41,7 @@ from ripple.metabase.errors import MethodNotAllowed, ObjectNotFound
 
 SMALL_DOCUMENT = 64 * 1024
 XSI_NAMESPACE = "http://www.w3.org/2001/XMLSchema-instance"
-GRANT_HEADERS = {
-    "x-amz-grant-full-control": FULL_CONTROL,
-    "x-amz-grant-write": WRITE,
-    "x-amz-grant-write-acp": WRITE_ACP,
-    "x-amz-grant-read": READ,
-    "x-amz-grant-read-acp": READ_ACP,
-}
 _EMAIL = "AmazonCustomerByEmail"
-
-
-def _no_email(address: str) -> S3Error:
-    return S3Error(
-        "UnresolvableGrantByEmailAddress",
-        f"the e-mail address {address!r} you provided does not match any account: ripple "
-        "grants to projects by id or to groups by URI",
-    )
-
-
-def acl_of(req: S3Request) -> AclSpec | None:
-    """The ACL a request's headers ask for: a canned ACL's name, the grants of the
-    `x-amz-grant-*` headers (exactly those: the owner gets none it is not given, as in S3),
-    or None when it sends neither."""
-    canned = req.header("x-amz-acl").strip()
-    given = [(name, req.header(name)) for name in GRANT_HEADERS if req.header(name)]
-    if canned and given:
-        raise S3Error(
-            "InvalidRequest", "Specifying both Canned ACLs and Header Grants is not allowed"
-        )
-    if canned:
-        return check_spec(canned)
-    if not given:
-        return None
-    grants: list[Grant] = []
-    for name, value in given:
-        for item in value.split(","):
-            kind, equals, grantee = item.strip().partition("=")
-            grantee = grantee.strip().strip('"')
-            if not equals or not grantee:
-                raise S3Error("InvalidArgument", f'{name}: {item.strip()!r} is not type="value"')
-            if kind.strip() == "id":
-                grants.append(Grant(CANONICAL_USER, grantee, GRANT_HEADERS[name]))
-            elif kind.strip() == "uri":
-                grants.append(Grant(GROUP, grantee, GRANT_HEADERS[name]))
-            elif kind.strip() == "emailAddress":
-                raise _no_email(grantee)
-            else:
-                raise S3Error(
-                    "InvalidArgument",
-                    f"{name}: unknown grantee type {kind.strip()!r}; use id, uri or emailAddress",
-                )
-    return check_spec(grants)
 
 
 def _xsi_type(grantee: Element) -> str | None:
@@ -135,7 +79,7 @@ def parse_policy(body: bytes) -> tuple[str | None, list[Grant]]:
         elif kind == GROUP and uri:
             grants.append(Grant(GROUP, uri, permission))
         elif kind == _EMAIL and email:
-            raise _no_email(email)
+            raise no_email(email)
         else:
             raise S3Error(
                 "MalformedACLError",

@@ -29,8 +29,14 @@ from ripple.metabase.acl import (
     acl_version,
     permits,
 )
+from ripple.metabase.buckets import bucket_owner
 from ripple.metabase.db import Metabase
-from ripple.metabase.errors import MetabaseError, MethodNotAllowed, ObjectNotFound
+from ripple.metabase.errors import (
+    BucketNotFound,
+    MetabaseError,
+    MethodNotAllowed,
+    ObjectNotFound,
+)
 from ripple.metabase.types import BucketLocation, Object, ObjectLocation
 
 ANONYMOUS_DENIED = (
@@ -325,3 +331,13 @@ def _source_denied(req: S3Request, bucket: str, key: str) -> S3Error:
         "grant you READ",
         resource=req.resource,
     )
+
+
+def own_bucket(req: S3Request) -> None:
+    """The bucket must be the caller's: another project's is AccessDenied, as in S3."""
+    try:
+        get_bucket_info(req.db, req.bucket_location)
+    except BucketNotFound:
+        if bucket_owner(req.db, req.bucket or "") is not None:
+            raise S3Error("AccessDenied", f"bucket {req.bucket!r} is not yours") from None
+        raise

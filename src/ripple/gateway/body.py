@@ -105,6 +105,25 @@ def require_length(req: S3Request) -> None:
     raise S3Error("MissingContentLength", "you must provide the Content-Length HTTP header")
 
 
+def require_digest(req: S3Request) -> None:
+    """Refuse a request that carries neither Content-MD5 nor an x-amz-checksum-* value (as a
+    header or announced trailer), which S3 requires of DeleteObjects and of the lifecycle,
+    tagging and object lock puts. `receive` then checks whichever was sent."""
+    headers = req.headers
+    if headers.get("content-md5"):
+        return
+    if any(n.startswith(CHECKSUM_PREFIX) and n != "x-amz-checksum-type" for n in headers):
+        return
+    trailers = headers.get("x-amz-trailer", "").lower()
+    if CHECKSUM_PREFIX in trailers:
+        return
+    raise S3Error(
+        "InvalidRequest",
+        "Missing required header for this request: Content-MD5 "
+        "(or an x-amz-checksum-* header, as current AWS SDKs send)",
+    )
+
+
 async def receive(
     req: S3Request,
     sink: Callable[[bytes], None],

@@ -9,13 +9,12 @@ import uuid
 from starlette.responses import Response
 
 from ripple.gateway import xml
-from ripple.gateway.acl import acl_of
+from ripple.gateway.acl_headers import acl_of
 from ripple.gateway.body import read_document
+from ripple.gateway.continuation import continuation_token, resume_key
 from ripple.gateway.errors import S3Error
-from ripple.gateway.listing import continuation_token, resume_key
-from ripple.gateway.request import S3Request, query_number
+from ripple.gateway.request import S3Request, principal, query_number
 from ripple.gateway.routes import operation
-from ripple.gateway.topics import principal
 from ripple.metabase import (
     DefaultRetention,
     RetentionMode,

@@ -22,14 +22,19 @@ from starlette.responses import Response
 
 from ripple.gateway import xml
 from ripple.gateway.body import read_document
+from ripple.gateway.data import commit_within
 from ripple.gateway.errors import S3Error
-from ripple.gateway.get_object import MAX_PART_NUMBER
-from ripple.gateway.headers import quoted, version_headers
-from ripple.gateway.multipart import upload_id_of
+from ripple.gateway.headers import quoted, version_headers, write_condition
 from ripple.gateway.object_checksums import add_elements, completed, listed_checksums
-from ripple.gateway.objects import commit_within, free, write_condition
-from ripple.gateway.parts import Part, lock_upload, multipart_etag, stored_parts
-from ripple.gateway.request import S3Request
+from ripple.gateway.parts import (
+    MAX_PART_NUMBER,
+    Part,
+    lock_upload,
+    multipart_etag,
+    stored_parts,
+    upload_id_of,
+)
+from ripple.gateway.request import S3Request, free
 from ripple.gateway.routes import operation
 from ripple.metabase import Object, WriteCondition, commit_object
 from ripple.metabase.errors import (

@@ -10,7 +10,8 @@ commit that makes it visible; it is removed only after the metabase transaction 
 deleted its version has committed. So a crash can leave a file no row names (an orphan,
 which `gc` finds), never a row without its file. New data is committed within
 `COMMIT_WINDOW_S` of its last write or not at all (`DataWriter.commit_by`), and `gc` looks
-only at files older than twice that, so it never takes a file whose commit is to come.
+only at files older than twice that, so it never takes a file whose commit is to come
+(`commit_within`). A copy reads a version's data from its row or its file (`write_range`).
 """
 
 from __future__ import annotations
@@ -21,13 +22,20 @@ import os
 import shutil
 import time
 import uuid
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import BinaryIO
+from typing import TYPE_CHECKING, BinaryIO, TypeVar
+
+if TYPE_CHECKING:
+    from ripple.gateway.checksums import Hasher
+    from ripple.metabase import Metabase, Object
+
+T = TypeVar("T")
 
 # seconds from a file's last write by which its commit must be made (or refused)
 COMMIT_WINDOW_S = 30.0
+COPY_CHUNK = 1 << 20  # bytes of a version's data copied at a time
 
 
 class DataWriter:
@@ -88,6 +96,61 @@ class DataWriter:
             self._file.close()
             self._file = None
         self.path.unlink(missing_ok=True)
+
+
+def commit_within(
+    deadline: float | None, fn: Callable[..., T], db: Metabase, *args: object, **kwargs: object
+) -> T:
+    """`fn(db, …)`, a metabase write naming new data, committed by `deadline` (the data's
+    `DataWriter.commit_by`; None: the data is not in a file) or refused: `CommitTooLate`."""
+    if deadline is None:
+        return fn(db, *args, **kwargs)
+    with db.commit_deadline(deadline):
+        return fn(db, *args, **kwargs)
+
+
+def write_range(
+    data: ObjectData,
+    obj: Object,
+    writer: DataWriter,
+    start: int,
+    length: int,
+    checksum: Hasher | None = None,
+) -> None:
+    """Write `length` bytes of a version's data from `start` (through `checksum` too, if
+    any); `FileNotFoundError` if its file is gone (the version was deleted since it was
+    read)."""
+    if obj.inline_data is not None:
+        chunk = obj.inline_data[start : start + length]
+        writer.write(chunk)
+        if checksum is not None:
+            checksum.update(chunk)
+        return
+    with data.open(obj.stream_id) as f:
+        f.seek(start)
+        while length > 0:
+            chunk = f.read(min(COPY_CHUNK, length))
+            if not chunk:
+                raise RuntimeError(f"the data of stream {obj.stream_id} is shorter than its size")
+            writer.write(chunk)
+            if checksum is not None:
+                checksum.update(chunk)
+            length -= len(chunk)
+
+
+def copy_file(
+    data: ObjectData, obj: Object, stream_id: uuid.UUID, checksum: Hasher | None = None
+) -> float:
+    """Copy the whole data of a version stored as a file to `stream_id`'s path; when its
+    commit must be made by (`DataWriter.commit_by`)."""
+    writer = data.writer()
+    try:
+        write_range(data, obj, writer, 0, obj.total_plain_size, checksum)
+        writer.place(data.path_of(stream_id))
+    except BaseException:
+        writer.abort()
+        raise
+    return writer.commit_by
 
 
 def _make_durable_dirs(path: Path) -> None:

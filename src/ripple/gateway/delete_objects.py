@@ -21,12 +21,10 @@ from starlette.background import BackgroundTask
 from starlette.responses import Response
 
 from ripple.gateway import xml
-from ripple.gateway.body import read_document
-from ripple.gateway.checksums import CHECKSUM_PREFIX
+from ripple.gateway.body import read_document, require_digest
 from ripple.gateway.errors import S3Error
-from ripple.gateway.headers import condition_time
-from ripple.gateway.objects import MAX_SIZE, free
-from ripple.gateway.request import S3Request
+from ripple.gateway.headers import MAX_SIZE, condition_time
+from ripple.gateway.request import S3Request, free
 from ripple.gateway.routes import operation
 from ripple.metabase import (
     MAX_DELETE_OBJECTS,
@@ -40,25 +38,6 @@ from ripple.metabase import (
 from ripple.metabase.delete_condition import DeleteCondition
 
 Entry = DeletedObject | DeleteObjectsError
-
-
-def require_digest(req: S3Request) -> None:
-    """Refuse a request that carries neither Content-MD5 nor an x-amz-checksum-* value (as a
-    header or announced trailer): S3 requires one for DeleteObjects and the object lock puts.
-    The body reader then checks whichever was sent."""
-    headers = req.headers
-    if headers.get("content-md5"):
-        return
-    if any(n.startswith(CHECKSUM_PREFIX) and n != "x-amz-checksum-type" for n in headers):
-        return
-    trailers = headers.get("x-amz-trailer", "").lower()
-    if CHECKSUM_PREFIX in trailers:
-        return
-    raise S3Error(
-        "InvalidRequest",
-        "Missing required header for this request: Content-MD5 "
-        "(or an x-amz-checksum-* header, as current AWS SDKs send)",
-    )
 
 
 def parse_delete(body: bytes) -> tuple[list[DeleteObjectsItem], bool]:

@@ -20,11 +20,12 @@ from starlette.responses import Response, StreamingResponse
 
 from ripple.gateway.auth import check_missing, check_served
 from ripple.gateway.errors import S3Error
-from ripple.gateway.headers import object_headers, parse_http_date
+from ripple.gateway.headers import check_conditions, object_headers
 from ripple.gateway.object_checksums import shown_headers
+from ripple.gateway.parts import MAX_PART_NUMBER
 from ripple.gateway.request import S3Request, query_number
 from ripple.gateway.routes import operation
-from ripple.metabase import Object, etag_matches, get_object
+from ripple.metabase import Object, get_object
 from ripple.metabase.errors import MethodNotAllowed, ObjectNotFound
 
 OVERRIDES = {
@@ -37,7 +38,6 @@ OVERRIDES = {
 }
 _RANGE = re.compile(r"bytes=([0-9]*)-([0-9]*)", re.ASCII)
 BEYOND_ANY_OBJECT = 10**18  # a position of more digits than this means "past the end"
-MAX_PART_NUMBER = 10_000  # S3's most parts in a multipart upload
 READ_SIZE = 256 * 1024
 
 
@@ -97,35 +97,6 @@ def _invalid_range(size: int) -> S3Error:
         extra={"ActualObjectSize": str(size)},
         headers={"content-range": f"bytes */{size}"},
     )
-
-
-def check_conditions(req: S3Request, obj: Object, *, prefix: str = "") -> int | None:
-    """Evaluate If-Match, If-None-Match, If-Modified-Since, If-Unmodified-Since as S3 does:
-    None to go on, 304 for not-modified (GET/HEAD); refusals raise PreconditionFailed.
-    `prefix` reads the `x-amz-copy-source-if-*` variants instead."""
-    if_match = req.header(f"{prefix}if-match")
-    if_none_match = req.header(f"{prefix}if-none-match")
-    modified_since = parse_http_date(req.header(f"{prefix}if-modified-since"))
-    unmodified_since = parse_http_date(req.header(f"{prefix}if-unmodified-since"))
-    last_modified = obj.created_at.replace(microsecond=0)
-    failed = S3Error(
-        "PreconditionFailed", "at least one of the preconditions you specified did not hold"
-    )
-    if if_match:
-        if not etag_matches(if_match, obj.etag):
-            raise failed
-    elif unmodified_since is not None and last_modified > unmodified_since:
-        raise failed
-    if if_none_match:
-        if etag_matches(if_none_match, obj.etag):
-            if prefix:
-                raise failed
-            return 304
-    elif modified_since is not None and last_modified <= modified_since:
-        if prefix:
-            raise failed
-        return 304
-    return None
 
 
 def _header_value(parameter: str, value: str) -> str:

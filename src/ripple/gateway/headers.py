@@ -1,6 +1,7 @@
 """Object headers both ways: what a write request sets (user metadata `x-amz-meta-*`, the
 stored system headers, object lock, `x-amz-tagging`) and what GET/HEAD answer for a version
-(`x-amz-tagging-count` among them).
+(`x-amz-tagging-count` among them); and the conditional headers a read, a copy's source or
+a write is judged by (`check_conditions`, `write_condition`).
 
 User metadata names are stored lower-cased without their `x-amz-meta-` prefix; the system
 headers S3 stores with an object (Content-Encoding, Cache-Control, …) are kept in the same
@@ -17,7 +18,16 @@ from urllib.parse import parse_qsl
 from ripple.gateway import xml
 from ripple.gateway.errors import S3Error
 from ripple.gateway.request import S3Request
-from ripple.metabase import Object, Retention, RetentionMode
+from ripple.metabase import (
+    Object,
+    ObjectLocation,
+    Retention,
+    RetentionMode,
+    WriteCondition,
+    check_write_condition,
+    etag_matches,
+)
+from ripple.numbers import INT64_MAX
 
 META_PREFIX = "x-amz-meta-"
 STORED_HEADERS = (
@@ -28,6 +38,7 @@ STORED_HEADERS = (
     "expires",
 )
 MAX_METADATA_BYTES = 2048  # S3's limit on user-defined metadata
+MAX_SIZE = INT64_MAX  # a size any object could have
 
 
 def from_wire(value: str, name: str) -> str:
@@ -203,3 +214,55 @@ def object_headers(obj: Object) -> dict[str, str]:
     if obj.tags:
         headers["x-amz-tagging-count"] = str(len(obj.tags))
     return headers
+
+
+def check_conditions(req: S3Request, obj: Object, *, prefix: str = "") -> int | None:
+    """Evaluate If-Match, If-None-Match, If-Modified-Since, If-Unmodified-Since as S3 does:
+    None to go on, 304 for not-modified (GET/HEAD); refusals raise PreconditionFailed.
+    `prefix` reads the `x-amz-copy-source-if-*` variants instead."""
+    if_match = req.header(f"{prefix}if-match")
+    if_none_match = req.header(f"{prefix}if-none-match")
+    modified_since = parse_http_date(req.header(f"{prefix}if-modified-since"))
+    unmodified_since = parse_http_date(req.header(f"{prefix}if-unmodified-since"))
+    last_modified = obj.created_at.replace(microsecond=0)
+    failed = S3Error(
+        "PreconditionFailed", "at least one of the preconditions you specified did not hold"
+    )
+    if if_match:
+        if not etag_matches(if_match, obj.etag):
+            raise failed
+    elif unmodified_since is not None and last_modified > unmodified_since:
+        raise failed
+    if if_none_match:
+        if etag_matches(if_none_match, obj.etag):
+            if prefix:
+                raise failed
+            return 304
+    elif modified_since is not None and last_modified <= modified_since:
+        if prefix:
+            raise failed
+        return 304
+    return None
+
+
+async def write_condition(req: S3Request, loc: ObjectLocation) -> WriteCondition:
+    """A conditional write's `If-Match` / `If-None-Match` on the object it writes, judged
+    now, before the body is read (412 PreconditionFailed, or 404 NoSuchKey for an If-Match
+    on no object); the commit judges it again (409 ConditionalRequestConflict)."""
+    condition = WriteCondition(req.header("if-match"), req.header("if-none-match"))
+    if condition:
+        owner_only_conditions(req)
+        await req.run(check_write_condition, req.db, loc, condition)
+    return condition
+
+
+def owner_only_conditions(req: S3Request) -> None:
+    """Conditional writes and deletes are the bucket owner's: judging one for another
+    project, or anyone, would tell a requester that may only write (or delete) whether a
+    key exists and what it holds, an answer a read permission guards."""
+    if req.cross_project:
+        raise S3Error(
+            "AccessDenied",
+            f"only the owner of bucket {req.bucket!r} may send conditional writes or deletes",
+            resource=req.resource,
+        )

@@ -22,16 +22,12 @@ from typing import Any
 from starlette.responses import Response
 
 from ripple.gateway import xml
-from ripple.gateway.body import read_document
-from ripple.gateway.delete_objects import require_digest
+from ripple.gateway.body import read_document, require_digest
 from ripple.gateway.errors import S3Error
 from ripple.gateway.request import S3Request
 from ripple.gateway.routes import operation
-from ripple.metabase.lifecycle import (
-    delete_bucket_lifecycle,
-    lifecycle_documents,
-    put_bucket_lifecycle,
-)
+from ripple.metabase import delete_bucket_lifecycle, put_bucket_lifecycle
+from ripple.metabase.lifecycle import lifecycle_documents
 
 # texts taken verbatim (a prefix or tag may begin or end with spaces); others lose the XML
 # whitespace around them, and only that

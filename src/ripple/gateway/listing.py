@@ -5,13 +5,11 @@ module reads the query (prefix, delimiter, markers, max-keys, encoding-type), ch
 access key may list under the prefix, and writes S3's XML. With `encoding-type=url` every
 member that can hold a key is percent-encoded (space as %20, `+` as %2B, `/` kept), which
 both `unquote` and botocore's `unquote_plus` turn back into the exact key. The V2
-continuation token is opaque to clients: a version byte and the key to resume after, in
-URL-safe base64.
+continuation token is `continuation`'s.
 """
 
 from __future__ import annotations
 
-import base64
 import xml.etree.ElementTree as ET
 from dataclasses import dataclass
 from urllib.parse import quote
@@ -20,14 +18,13 @@ from starlette.responses import Response
 
 from ripple.gateway import xml
 from ripple.gateway.auth import authorize
+from ripple.gateway.continuation import continuation_token, resume_key
 from ripple.gateway.errors import S3Error
 from ripple.gateway.headers import quoted
 from ripple.gateway.request import S3Request, query_number
 from ripple.gateway.routes import operation
 from ripple.metabase import Object, list_object_versions, list_objects
 from ripple.metabase.listing import MAX_KEYS
-
-_TOKEN_VERSION = b"\x01"
 
 
 @dataclass(frozen=True)
@@ -125,29 +122,6 @@ async def list_v1(req: S3Request) -> Response:
     _contents(root, req, query, result.objects, owner=True)
     _common_prefixes(root, query, result.common_prefixes)
     return xml.response(root)
-
-
-def continuation_token(key: str) -> str:
-    """The opaque V2 token that resumes a listing after `key` (a key or common prefix)."""
-    raw = base64.urlsafe_b64encode(_TOKEN_VERSION + key.encode("utf-8"))
-    return raw.decode("ascii").rstrip("=")
-
-
-def resume_key(token: str) -> str:
-    """The key a V2 continuation token resumes after; `InvalidArgument` if it is not one
-    this gateway made."""
-    try:
-        raw = base64.b64decode(token + "=" * (-len(token) % 4), altchars=b"-_", validate=True)
-        if not raw.startswith(_TOKEN_VERSION) or len(raw) == len(_TOKEN_VERSION):
-            raise ValueError("not a ripple continuation token")
-        return raw[len(_TOKEN_VERSION) :].decode("utf-8")
-    except ValueError:  # binascii.Error and UnicodeDecodeError are ValueErrors
-        raise S3Error(
-            "InvalidArgument",
-            "the continuation token provided is incorrect: pass back the "
-            "NextContinuationToken of the previous page unchanged",
-            extra={"ArgumentName": "continuation-token", "ArgumentValue": token},
-        ) from None
 
 
 @operation("GET", "bucket", "list-type", "ListObjectsV2", "list")

@@ -20,13 +20,12 @@ from starlette.responses import Response
 
 from ripple.events.keys import encode_key
 from ripple.gateway import xml
-from ripple.gateway.acl import acl_of
+from ripple.gateway.acl_headers import acl_of
 from ripple.gateway.auth import authorize
 from ripple.gateway.body import receive, require_length
 from ripple.gateway.checksums import decode, element_of, encode, header_of
-from ripple.gateway.copy_object import copy_part_data, source_headers
+from ripple.gateway.copy_source import copy_part_data, source_headers
 from ripple.gateway.errors import S3Error
-from ripple.gateway.get_object import MAX_PART_NUMBER
 from ripple.gateway.headers import (
     content_type_of,
     lock_of,
@@ -39,11 +38,13 @@ from ripple.gateway.object_checksums import (
     declared,
     part_algorithm,
 )
-from ripple.gateway.objects import checksum_headers
 from ripple.gateway.parts import (
+    MAX_PART_NUMBER,
     drop_older,
+    parse_upload_id,
     part_file,
     stored_parts,
+    upload_id_of,
 )
 from ripple.gateway.request import S3Request, query_number
 from ripple.gateway.routes import operation
@@ -57,22 +58,6 @@ from ripple.metabase.uploads import (
 )
 
 MAX_LISTED = 1000
-_HEX = frozenset("0123456789abcdef")
-
-
-def upload_id_of(req: S3Request) -> uuid.UUID:
-    """The upload named by `uploadId`: exactly the 32 hex digits this gateway gave out (not
-    the other spellings `uuid.UUID` would take for the same upload)."""
-    upload = parse_upload_id(req.query.get("uploadId", ""))
-    if upload is None:
-        raise S3Error("NoSuchUpload", "the specified multipart upload does not exist")
-    return upload
-
-
-def parse_upload_id(text: str) -> uuid.UUID | None:
-    if len(text) != 32 or not _HEX.issuperset(text):
-        return None
-    return uuid.UUID(hex=text)
 
 
 def _part_number(req: S3Request) -> int:
@@ -146,9 +131,7 @@ async def upload_part(req: S3Request) -> Response:
         writer.abort()
         raise
     await _settle_part(req, upload, path)
-    return Response(
-        status_code=200, headers={"etag": quoted(received.etag), **checksum_headers(received)}
-    )
+    return Response(status_code=200, headers={"etag": quoted(received.etag), **received.checksums})
 
 
 async def _upload_part_copy(

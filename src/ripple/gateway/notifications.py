@@ -27,14 +27,12 @@ from urllib.parse import urlsplit
 import orjson
 from starlette.responses import Response
 
+from ripple.gateway.auth import own_bucket
 from ripple.gateway.body import read_document
+from ripple.gateway.credentials import is_secret, redacted
 from ripple.gateway.errors import S3Error
-from ripple.gateway.request import S3Request
+from ripple.gateway.request import S3Request, principal
 from ripple.gateway.routes import operation
-from ripple.gateway.topics import is_secret, principal, redacted
-from ripple.metabase import get_bucket_info
-from ripple.metabase.buckets import bucket_owner
-from ripple.metabase.errors import BucketNotFound
 from ripple.notifications.configuration import (
     notification_configuration_xml,
     parse_notification_configuration,
@@ -113,16 +111,6 @@ async def delete(req: S3Request) -> Response:
         await req.run(store.put_notifications, req.project_id, req.bucket, [], principal(req))
     await req.run(req.services.config_changed)
     return Response(status_code=204)
-
-
-def own_bucket(req: S3Request) -> None:
-    """The bucket must be the caller's: another project's is AccessDenied, as in S3."""
-    try:
-        get_bucket_info(req.db, req.bucket_location)
-    except BucketNotFound:
-        if bucket_owner(req.db, req.bucket or "") is not None:
-            raise S3Error("AccessDenied", f"bucket {req.bucket!r} is not yours") from None
-        raise
 
 
 def _no_such_notification(req: S3Request, notification_id: str) -> S3Error:

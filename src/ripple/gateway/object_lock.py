@@ -12,8 +12,7 @@ from __future__ import annotations
 from starlette.responses import Response
 
 from ripple.gateway import xml
-from ripple.gateway.body import read_document
-from ripple.gateway.delete_objects import require_digest
+from ripple.gateway.body import read_document, require_digest
 from ripple.gateway.errors import S3Error
 from ripple.gateway.headers import parse_timestamp
 from ripple.gateway.request import S3Request

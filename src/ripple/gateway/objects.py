@@ -9,36 +9,31 @@ the commit replaced, and of versions a delete removed, is removed only after the
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from pathlib import Path
-from typing import TypeVar
 
 from starlette.responses import Response
 
-from ripple.gateway.acl import acl_of
-from ripple.gateway.body import Received, receive, require_length
-from ripple.gateway.data import DataWriter, ObjectData
-from ripple.gateway.errors import S3Error
+from ripple.gateway.acl_headers import acl_of
+from ripple.gateway.body import receive, require_length
+from ripple.gateway.data import DataWriter, ObjectData, commit_within
 from ripple.gateway.headers import (
+    MAX_SIZE,
     condition_time,
     content_type_of,
     lock_of,
     metadata_of,
+    owner_only_conditions,
     quoted,
     tagging_of,
     version_headers,
+    write_condition,
 )
 from ripple.gateway.object_checksums import of_received, response_headers
-from ripple.gateway.request import S3Request, header_number
+from ripple.gateway.request import S3Request, free, header_number
 from ripple.gateway.routes import operation
 from ripple.metabase import (
     DeleteResult,
-    Metabase,
-    Object,
-    ObjectLocation,
-    WriteCondition,
     check_tags,
-    check_write_condition,
     delete_object,
     delete_object_version,
 )
@@ -47,27 +42,6 @@ from ripple.metabase.errors import MetabaseError
 from ripple.metabase.put_object import put_object
 from ripple.metabase.rows import new_stream_id
 from ripple.metabase.store_committed import CommitResult
-from ripple.numbers import INT64_MAX
-
-MAX_SIZE = INT64_MAX  # a size any object could have
-
-T = TypeVar("T")
-
-
-def free(req: S3Request, removed: list[Object]) -> None:
-    """Remove the data of versions a committed transaction deleted."""
-    req.services.data.remove(o.stream_id for o in removed)
-
-
-def commit_within(
-    deadline: float | None, fn: Callable[..., T], db: Metabase, *args: object, **kwargs: object
-) -> T:
-    """`fn(db, …)`, a metabase write naming new data, committed by `deadline` (the data's
-    `DataWriter.commit_by`; None: the data is not in a file) or refused: `CommitTooLate`."""
-    if deadline is None:
-        return fn(db, *args, **kwargs)
-    with db.commit_deadline(deadline):
-        return fn(db, *args, **kwargs)
 
 
 def place(writer: DataWriter, path: Path) -> None:
@@ -77,10 +51,6 @@ def place(writer: DataWriter, path: Path) -> None:
     except BaseException:
         writer.abort()
         raise
-
-
-def checksum_headers(received: Received) -> dict[str, str]:
-    return dict(received.checksums)
 
 
 class Spool:
@@ -113,29 +83,6 @@ class Spool:
     def abort(self) -> None:
         if self.writer is not None:
             self.writer.abort()
-
-
-async def write_condition(req: S3Request, loc: ObjectLocation) -> WriteCondition:
-    """A conditional write's `If-Match` / `If-None-Match` on the object it writes, judged
-    now, before the body is read (412 PreconditionFailed, or 404 NoSuchKey for an If-Match
-    on no object); the commit judges it again (409 ConditionalRequestConflict)."""
-    condition = WriteCondition(req.header("if-match"), req.header("if-none-match"))
-    if condition:
-        owner_only_conditions(req)
-        await req.run(check_write_condition, req.db, loc, condition)
-    return condition
-
-
-def owner_only_conditions(req: S3Request) -> None:
-    """Conditional writes and deletes are the bucket owner's: judging one for another
-    project, or anyone, would tell a requester that may only write (or delete) whether a
-    key exists and what it holds, an answer a read permission guards."""
-    if req.cross_project:
-        raise S3Error(
-            "AccessDenied",
-            f"only the owner of bucket {req.bucket!r} may send conditional writes or deletes",
-            resource=req.resource,
-        )
 
 
 @operation("PUT", "object", "", "PutObject", "write")

@@ -8,6 +8,9 @@ leaves either the whole part or none of it; size and LastModified are the file's
 uploaded again replaces the older file (of two racing uploads of one part, the newer file
 stays). The completes of one upload queue on a lock file in its parts directory
 (`lock_upload`).
+
+An upload's UploadId is its stream id in hex (`upload_id_of`); its parts are numbered 1 to
+`MAX_PART_NUMBER`.
 """
 
 from __future__ import annotations
@@ -22,8 +25,12 @@ from pathlib import Path
 from typing import IO
 
 from ripple.gateway.data import ObjectData
+from ripple.gateway.errors import S3Error
+from ripple.gateway.request import S3Request
 
 LOCK_NAME = "complete.lock"
+MAX_PART_NUMBER = 10_000  # S3's most parts in a multipart upload
+_HEX = frozenset("0123456789abcdef")
 
 
 @dataclass(frozen=True)
@@ -39,6 +46,21 @@ class Part:
     def rank(self) -> tuple[int, str]:
         """Of two files of one part number, the greater rank is the newer."""
         return self.modified_ns, self.path.name
+
+
+def upload_id_of(req: S3Request) -> uuid.UUID:
+    """The upload named by `uploadId`: exactly the 32 hex digits this gateway gave out (not
+    the other spellings `uuid.UUID` would take for the same upload)."""
+    upload = parse_upload_id(req.query.get("uploadId", ""))
+    if upload is None:
+        raise S3Error("NoSuchUpload", "the specified multipart upload does not exist")
+    return upload
+
+
+def parse_upload_id(text: str) -> uuid.UUID | None:
+    if len(text) != 32 or not _HEX.issuperset(text):
+        return None
+    return uuid.UUID(hex=text)
 
 
 def part_file(

@@ -36,9 +36,10 @@ import orjson
 from starlette.responses import Response
 
 from ripple.gateway import topics
+from ripple.gateway.auth import own_bucket
+from ripple.gateway.credentials import HIDDEN, is_secret, redacted
 from ripple.gateway.errors import S3Error
-from ripple.gateway.notifications import own_bucket
-from ripple.gateway.request import S3Request, query_number
+from ripple.gateway.request import S3Request, principal, query_number
 from ripple.notifications.configuration import (
     Notification,
     notification_configuration_xml,
@@ -158,7 +159,7 @@ async def delete_topic(req: S3Request, given: str) -> Response:
     services = req.services
     stored = await req.run(services.eventing.get_topic, req.project_id, name)
     if stored is not None and stored.arn == arn:
-        await req.run(services.eventing.delete_topic, req.project_id, name, topics.principal(req))
+        await req.run(services.eventing.delete_topic, req.project_id, name, principal(req))
         await req.run(services.config_changed)
     return Response(status_code=200)
 
@@ -187,7 +188,7 @@ async def put_notification(req: S3Request, bucket: str) -> Response:
         req.project_id,
         bucket,
         notification,
-        topics.principal(req),
+        principal(req),
         check=_check_configuration,
     )
     await req.run(req.services.config_changed)
@@ -230,7 +231,7 @@ async def delete_notification(req: S3Request, bucket: str) -> Response:
             req.project_id,
             bucket,
             notification.id,
-            topics.principal(req),
+            principal(req),
         )
     if not deleted:
         raise S3Error(
@@ -377,12 +378,10 @@ async def _own_topic(req: S3Request, given: str) -> StoredTopic:
 
 
 def _topic_json(req: S3Request, stored: StoredTopic) -> dict[str, Any]:
-    arguments = [
-        (k, topics.HIDDEN if topics.is_secret(k) else v) for k, v in stored.arguments.items()
-    ]
+    arguments = [(k, HIDDEN if is_secret(k) else v) for k, v in stored.arguments.items()]
     dest = {
         **_NO_DEST,
-        "push_endpoint": topics.redacted(stored.push_endpoint),
+        "push_endpoint": redacted(stored.push_endpoint),
         "push_endpoint_args": urlencode(arguments, safe="*"),
     }
     return {"user": _user(req), "name": stored.name, "dest": dest, "arn": stored.arn}

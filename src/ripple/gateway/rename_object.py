@@ -29,8 +29,7 @@ from starlette.responses import Response
 from ripple.gateway.auth import authorize
 from ripple.gateway.errors import S3Error
 from ripple.gateway.headers import parse_http_date
-from ripple.gateway.objects import free
-from ripple.gateway.request import S3Request
+from ripple.gateway.request import S3Request, free
 from ripple.gateway.routes import operation
 from ripple.metabase import ObjectLocation, RenameConditions, rename_object, rename_prefix
 from ripple.metabase.client_tokens import Claim, claim, finish, release

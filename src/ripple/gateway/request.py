@@ -4,7 +4,11 @@ anonymous request), the project owning the bucket, and the services (metabase, o
 data, keyring, rate limits, bucket owners) of the gateway serving it.
 
 A request's bucket is the bucket owner's, whoever asks: another project's request (one the
-bucket's ACLs allow, `auth.grant_access`) works on the owner's bucket, as S3 does."""
+bucket's ACLs allow, `auth.grant_access`) works on the owner's bucket, as S3 does.
+
+What the handlers of several operations do with a request: `free` the data of the versions
+its committed write or delete removed, and name its `principal` in the eventing
+configuration's change log."""
 
 from __future__ import annotations
 
@@ -25,7 +29,7 @@ from ripple.gateway.data import ObjectData
 from ripple.gateway.errors import S3Error
 from ripple.gateway.ratelimit import RateLimit
 from ripple.gateway.together import Together
-from ripple.metabase import BucketLocation, Metabase, ObjectLocation
+from ripple.metabase import BucketLocation, Metabase, Object, ObjectLocation
 from ripple.metabase.acl import BucketOwner, bucket_owner_by_name
 from ripple.metabase.rows import MAX_KEY_BYTES
 from ripple.notifications.registry import Registry
@@ -347,3 +351,16 @@ class S3Request:
         concatenating parts, a lock another request holds, removing files) off the event
         loop, on the data threads."""
         return await threads.run_data(fn, *args, **kwargs)
+
+
+def free(req: S3Request, removed: list[Object]) -> None:
+    """Remove the data of versions a committed transaction deleted."""
+    req.services.data.remove(o.stream_id for o in removed)
+
+
+def principal(req: S3Request) -> str:
+    """Who made a change to the eventing configuration, as its change log records it: the
+    access key and its user (authenticated requests only)."""
+    key = req.access_key
+    assert key is not None, "authenticated requests only"
+    return f"{key.access_key_id} ({key.user})"

@@ -28,8 +28,9 @@ from starlette.requests import ClientDisconnect
 from starlette.responses import Response
 
 from ripple.gateway.auth import authenticate
+from ripple.gateway.credentials import HIDDEN, has_user_info, is_secret, redacted
 from ripple.gateway.errors import S3Error
-from ripple.gateway.request import S3Request
+from ripple.gateway.request import S3Request, principal
 from ripple.identity import AccessKey
 from ripple.notifications.store import StoredTopic, topic_arn
 from ripple.notifications.topics import PULL_ONLY, Topic
@@ -44,10 +45,7 @@ __all__ = [
     "answer",
     "check_secrets",
     "endpoint_of",
-    "is_secret",
     "owned_name",
-    "principal",
-    "redacted",
     "store_topic",
 ]
 
@@ -58,13 +56,10 @@ MAX_BODY = 256 * 1024  # a form of topic attributes fits many times over
 PAGE = 100  # ListTopics answers at most this many topics at a time
 PUSH_ENDPOINT = "push-endpoint"
 READ_ONLY = ("TopicArn", "Owner", "Name")
-HIDDEN = "***"
 
 TOPIC_NAME = re.compile(r"[A-Za-z0-9_-]{1,256}")
 _ARN = re.compile(r"arn:[a-z0-9-]+:sns:([^:]*):([^:]+):([^:]+)")
 _ENTRY = re.compile(r"Attributes\.entry\.([1-9][0-9]{0,3})\.(key|value)")
-_SECRET_ARGUMENTS = ("secret", "bearer-token", "password")  # password: Kafka SASL
-_SECRET_HEADER_WORDS = ("auth", "token", "secret", "key", "password", "cookie")
 
 
 class SnsError(Exception):
@@ -254,11 +249,6 @@ def _key(req: S3Request) -> AccessKey:
     return req.access_key
 
 
-def principal(req: S3Request) -> str:
-    key = _key(req)
-    return f"{key.access_key_id} ({key.user})"
-
-
 def owned_name(req: S3Request, arn: str) -> str:
     """The topic name in an ARN of the caller's project; `AuthorizationError` for another's."""
     match = _ARN.fullmatch(arn)
@@ -307,51 +297,17 @@ def _attributes(params: dict[str, str]) -> dict[str, str]:
     return attributes
 
 
-def is_secret(argument: str) -> bool:
-    if argument in _SECRET_ARGUMENTS:
-        return True
-    header = argument.lower().removeprefix("header.")
-    return argument.startswith("header.") and any(w in header for w in _SECRET_HEADER_WORDS)
-
-
-def _authority(uri: str) -> tuple[str, str, str]:
-    """(`scheme://`, authority, the rest) of a URI, split as `urlsplit` would but without
-    refusing anything (`http://[::1` has an authority too): a client's text is only
-    looked at here, `parse_endpoint` judges it."""
-    scheme, sep, rest = uri.strip().partition("://")
-    if not sep:
-        return "", "", uri
-    end = min((i for i in (rest.find(c) for c in "/?#") if i >= 0), default=len(rest))
-    return scheme + sep, rest[:end], rest[end:]
-
-
-def _has_user_info(uri: str) -> bool:
-    return "@" in _authority(uri)[1]
-
-
 def check_secrets(req: S3Request, endpoint: str, arguments: dict[str, str]) -> None:
     """Credentials travel only over HTTPS, unless the server allows them in cleartext."""
     if req.http.url.scheme == "https" or req.services.allow_secrets_in_cleartext:
         return
-    what = [PUSH_ENDPOINT] if endpoint and _has_user_info(endpoint) else []
+    what = [PUSH_ENDPOINT] if endpoint and has_user_info(endpoint) else []
     what += [a for a in arguments if is_secret(a)]
     if what:
         raise invalid(
             f"{', '.join(what)}: credentials in push-endpoint are accepted only over TLS (set "
             "topics.allow-secrets-in-cleartext to allow)"
         )
-
-
-def redacted(endpoint: str) -> str:
-    """The push endpoint as GetTopicAttributes and errors show it: `user:***@`, or `***@`
-    for a user name alone (a token: nats://token@host)."""
-    scheme, authority, rest = _authority(endpoint)
-    userinfo, at, host = authority.rpartition("@")
-    if not at:
-        return endpoint
-    user, colon, _ = userinfo.partition(":")
-    hidden = f"{user}:{HIDDEN}" if colon else HIDDEN
-    return f"{scheme}{hidden}@{host}{rest}"
 
 
 def _validate(arn: str, name: str, endpoint: str, arguments: dict[str, str]) -> None:
