@@ -166,6 +166,7 @@ async def copy_part_data(
 
 
 def source_kept_changing() -> S3Error:
+    """The refusal of a copy whose source changed under each of its `ATTEMPTS`."""
     return S3Error(
         "OperationAborted", "the copy source changed repeatedly during the copy; try again"
     )

@@ -104,6 +104,8 @@ S3_METHODS = frozenset(["GET", "HEAD", "PUT", "POST", "DELETE"])
 
 
 def route(req: S3Request) -> Operation:
+    """The operation the request's method, level and sub-resource select: `MethodNotAllowed`
+    for a method S3 does not have, `NotImplemented` for an operation ripple does not answer."""
     level = "service" if req.bucket is None else "bucket" if req.key is None else "object"
     if req.method not in S3_METHODS:  # OPTIONS (no CORS here), PATCH, TRACE, PROPFIND, …
         raise S3Error(
