@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 from botocore.exceptions import ClientError
 
-from ripple.gateway import delete_objects as handler
+from ripple import metabase
 from ripple.gateway.ratelimit import RateLimit
 from ripple.identity import create_key
 from ripple.metabase import delete_objects
@@ -63,7 +63,7 @@ def test_a_thousand_keys_go_in_one_request(
         calls.append(len(args[2]))
         return delete_objects(*args, **kwargs)
 
-    monkeypatch.setattr(handler, "delete_objects", counted)
+    monkeypatch.setattr(metabase, "delete_objects", counted)
     result = s3.delete_objects(Bucket="bulk", Delete={"Objects": objects(*keys)})
     assert result["ResponseMetadata"]["HTTPStatusCode"] == 200
     assert calls == [1000]  # one metabase call (one transaction) for the whole request

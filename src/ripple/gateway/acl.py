@@ -24,6 +24,7 @@ from ripple.gateway.errors import S3Error
 from ripple.gateway.headers import version_headers
 from ripple.gateway.request import S3Request
 from ripple.gateway.routes import operation
+from ripple.metabase import acl as metabase_acl
 from ripple.metabase.acl import (
     CANONICAL_USER,
     GROUP,
@@ -32,10 +33,6 @@ from ripple.metabase.acl import (
     Grant,
     Grantee,
     check_spec,
-    get_bucket_acl,
-    get_object_acl,
-    put_bucket_acl,
-    put_object_acl,
 )
 from ripple.metabase.errors import MethodNotAllowed, ObjectNotFound
 
@@ -145,24 +142,24 @@ def _policy_response(policy: AccessControlPolicy, headers: dict[str, str]) -> Re
 
 
 @operation("PUT", "bucket", "acl", "PutBucketAcl", "write")
-async def put_bucket(req: S3Request) -> Response:
+async def put_bucket_acl(req: S3Request) -> Response:
     acl = await _requested(req)
-    await req.run(put_bucket_acl, req.db, req.bucket_location, acl)
+    await req.run(metabase_acl.put_bucket_acl, req.db, req.bucket_location, acl)
     return Response(status_code=200)
 
 
 @operation("GET", "bucket", "acl", "GetBucketAcl", "read")
-async def get_bucket(req: S3Request) -> Response:
-    _, policy = await req.run(get_bucket_acl, req.db, req.bucket_location)
+async def get_bucket_acl(req: S3Request) -> Response:
+    _, policy = await req.run(metabase_acl.get_bucket_acl, req.db, req.bucket_location)
     return _policy_response(policy, {})
 
 
 @operation("PUT", "object", "acl", "PutObjectAcl", "write")
-async def put_object(req: S3Request) -> Response:
+async def put_object_acl(req: S3Request) -> Response:
     acl = await _requested(req)
     try:
         obj = await req.run(
-            put_object_acl,
+            metabase_acl.put_object_acl,
             req.db,
             req.object_location,
             acl,
@@ -177,10 +174,10 @@ async def put_object(req: S3Request) -> Response:
 
 
 @operation("GET", "object", "acl", "GetObjectAcl", "read")
-async def get_object(req: S3Request) -> Response:
+async def get_object_acl(req: S3Request) -> Response:
     try:
         obj, policy = await req.run(
-            get_object_acl,
+            metabase_acl.get_object_acl,
             req.db,
             req.object_location,
             version_id=req.version_id(),

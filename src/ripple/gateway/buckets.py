@@ -8,6 +8,7 @@ import uuid
 
 from starlette.responses import Response
 
+from ripple import metabase
 from ripple.gateway import xml
 from ripple.gateway.acl_headers import acl_of
 from ripple.gateway.body import read_document
@@ -19,10 +20,7 @@ from ripple.metabase import (
     DefaultRetention,
     RetentionMode,
     Versioning,
-    create_bucket,
-    delete_bucket,
     get_bucket_info,
-    list_buckets,
     set_bucket_versioning,
     set_object_lock_configuration,
 )
@@ -35,10 +33,10 @@ TOO_LONG = "InvalidRetentionPeriod"
 
 
 @operation("GET", "service", "", "ListBuckets", "list")
-async def list_all(req: S3Request) -> Response:
+async def list_buckets(req: S3Request) -> Response:
     """The project's buckets by name; `prefix`, `bucket-region`, and pages of `max-buckets`
     (1 to 10,000) resumed with `continuation-token`, as S3 has since 2024."""
-    found = await req.run(list_buckets, req.db, req.project_id)
+    found = await req.run(metabase.list_buckets, req.db, req.project_id)
     assert req.access_key is not None
     if req.access_key.bucket is not None:  # a key restricted to one bucket sees only it
         found = [b for b in found if b.name == req.access_key.bucket]
@@ -70,7 +68,7 @@ async def list_all(req: S3Request) -> Response:
 
 
 @operation("PUT", "bucket", "", "CreateBucket", "write")
-async def create(req: S3Request) -> Response:
+async def create_bucket(req: S3Request) -> Response:
     body = await read_document(req, SMALL_DOCUMENT)
     if body.strip():
         config = xml.parse(body, root="CreateBucketConfiguration")
@@ -88,7 +86,7 @@ async def create(req: S3Request) -> Response:
     req.services.owners.forget(req.bucket)
     try:
         await req.run(
-            create_bucket,
+            metabase.create_bucket,
             req.db,
             req.bucket_location,
             object_lock_enabled=lock == "true",
@@ -109,15 +107,15 @@ async def create(req: S3Request) -> Response:
 
 
 @operation("HEAD", "bucket", "", "HeadBucket", "read")
-async def head(req: S3Request) -> Response:
+async def head_bucket(req: S3Request) -> Response:
     await req.run(get_bucket_info, req.db, req.bucket_location)
     return Response(status_code=200, headers={"x-amz-bucket-region": req.services.region})
 
 
 @operation("DELETE", "bucket", "", "DeleteBucket", "delete")
-async def delete(req: S3Request) -> Response:
+async def delete_bucket(req: S3Request) -> Response:
     aborted = await req.run(
-        delete_bucket, req.db, req.bucket_location, tag=req.context.tag("delete-bucket")
+        metabase.delete_bucket, req.db, req.bucket_location, tag=req.context.tag("delete-bucket")
     )
     if aborted:  # S3 aborts the uploads still in progress: their parts go too
         await req.run_data(_remove_parts, req, aborted)
@@ -135,7 +133,7 @@ def _remove_parts(req: S3Request, uploads: list[uuid.UUID]) -> None:
 
 
 @operation("GET", "bucket", "location", "GetBucketLocation", "read")
-async def location(req: S3Request) -> Response:
+async def get_bucket_location(req: S3Request) -> Response:
     await req.run(get_bucket_info, req.db, req.bucket_location)
     root = xml.document("LocationConstraint")
     # S3 answers an empty constraint for us-east-1
@@ -145,7 +143,7 @@ async def location(req: S3Request) -> Response:
 
 
 @operation("GET", "bucket", "versioning", "GetBucketVersioning", "read")
-async def get_versioning(req: S3Request) -> Response:
+async def get_bucket_versioning(req: S3Request) -> Response:
     bucket = await req.run(get_bucket_info, req.db, req.bucket_location)
     root = xml.document("VersioningConfiguration")
     if bucket.versioning is Versioning.ENABLED:
@@ -156,7 +154,7 @@ async def get_versioning(req: S3Request) -> Response:
 
 
 @operation("PUT", "bucket", "versioning", "PutBucketVersioning", "write")
-async def put_versioning(req: S3Request) -> Response:
+async def put_bucket_versioning(req: S3Request) -> Response:
     config = xml.parse(await read_document(req, SMALL_DOCUMENT), root="VersioningConfiguration")
     status = xml.text(config, "Status", "")
     if xml.text(config, "MfaDelete", "") not in ("", "Disabled"):
@@ -168,7 +166,7 @@ async def put_versioning(req: S3Request) -> Response:
 
 
 @operation("GET", "bucket", "object-lock", "GetObjectLockConfiguration", "read")
-async def get_object_lock(req: S3Request) -> Response:
+async def get_object_lock_configuration(req: S3Request) -> Response:
     bucket = await req.run(get_bucket_info, req.db, req.bucket_location)
     if not bucket.object_lock_enabled:
         raise S3Error(
@@ -188,7 +186,7 @@ async def get_object_lock(req: S3Request) -> Response:
 
 
 @operation("PUT", "bucket", "object-lock", "PutObjectLockConfiguration", "write")
-async def put_object_lock(req: S3Request) -> Response:
+async def put_object_lock_configuration(req: S3Request) -> Response:
     config = xml.parse(await read_document(req, SMALL_DOCUMENT), root="ObjectLockConfiguration")
     if xml.text(config, "ObjectLockEnabled", "") != "Enabled":
         raise S3Error("MalformedXML", "ObjectLockEnabled must be Enabled")

@@ -124,7 +124,7 @@ async def one_at_a_time(upload: uuid.UUID) -> AsyncIterator[None]:
 
 
 @operation("POST", "object", "uploadId", "CompleteMultipartUpload", "write")
-async def complete(req: S3Request) -> Response:
+async def complete_multipart_upload(req: S3Request) -> Response:
     upload, loc = upload_id_of(req), req.object_location
     try:
         await req.run(get_upload, req.db, loc, upload)

@@ -17,6 +17,7 @@ from typing import Literal, cast
 
 from starlette.responses import Response
 
+from ripple import metabase
 from ripple.gateway import xml
 from ripple.gateway.acl_headers import acl_of
 from ripple.gateway.body import MAX_PUT_SIZE
@@ -43,7 +44,7 @@ from ripple.gateway.headers import (
 from ripple.gateway.object_checksums import add_elements, requested_algorithm
 from ripple.gateway.request import S3Request, free
 from ripple.gateway.routes import operation
-from ripple.metabase import Checksum, CopyResult, check_tags, copy_object
+from ripple.metabase import Checksum, CopyResult, check_tags
 from ripple.metabase.copy_object import CopySourceChanged, InvalidCopyRequest
 from ripple.metabase.errors import MetabaseError, ObjectNotFound
 from ripple.metabase.rows import new_stream_id
@@ -59,7 +60,7 @@ def _directive(req: S3Request) -> Literal["COPY", "REPLACE"]:
 
 
 @operation("PUT", "object", "copy-source", "CopyObject", "write")
-async def copy(req: S3Request) -> Response:
+async def copy_object(req: S3Request) -> Response:
     source = await copy_source(req)
     directive = _directive(req)
     tagging_directive = tagging_directive_of(req)
@@ -108,7 +109,7 @@ async def copy(req: S3Request) -> Response:
             result = await req.run(
                 commit_within,
                 commit_by,
-                copy_object,
+                metabase.copy_object,
                 req.db,
                 source.location(req),
                 destination,

@@ -20,6 +20,7 @@ from collections.abc import Iterable
 from starlette.background import BackgroundTask
 from starlette.responses import Response
 
+from ripple import metabase
 from ripple.gateway import xml
 from ripple.gateway.body import read_document, require_digest
 from ripple.gateway.errors import S3Error
@@ -32,7 +33,6 @@ from ripple.metabase import (
     DeleteObjectsError,
     DeleteObjectsItem,
     DeleteObjectsResult,
-    delete_objects,
     get_bucket_info,
 )
 from ripple.metabase.delete_condition import DeleteCondition
@@ -76,7 +76,7 @@ def _item(element: ET.Element) -> DeleteObjectsItem:
 
 
 @operation("POST", "bucket", "delete", "DeleteObjects", "delete", per_key=True)
-async def delete_many(req: S3Request) -> Response:
+async def delete_objects(req: S3Request) -> Response:
     require_digest(req)
     # up to 2 MiB of XML: parsed off the event loop, which keeps serving meanwhile
     items, quiet = await req.run(parse_delete, await read_document(req, xml.MAX_XML_BYTES))
@@ -90,7 +90,7 @@ async def delete_many(req: S3Request) -> Response:
         if not allowed:  # nothing to delete, but a missing bucket still fails the request
             get_bucket_info(req.db, req.bucket_location)
             return DeleteObjectsResult()
-        return delete_objects(
+        return metabase.delete_objects(
             req.db,
             req.bucket_location,
             allowed,

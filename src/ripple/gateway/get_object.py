@@ -18,6 +18,7 @@ from typing import BinaryIO
 
 from starlette.responses import Response, StreamingResponse
 
+from ripple import metabase
 from ripple.gateway.auth import check_missing, check_served
 from ripple.gateway.errors import S3Error
 from ripple.gateway.headers import check_conditions, object_headers
@@ -25,7 +26,7 @@ from ripple.gateway.object_checksums import shown_headers
 from ripple.gateway.parts import MAX_PART_NUMBER
 from ripple.gateway.request import S3Request, query_number
 from ripple.gateway.routes import operation
-from ripple.metabase import Object, get_object
+from ripple.metabase import Object
 from ripple.metabase.errors import MethodNotAllowed, ObjectNotFound
 
 OVERRIDES = {
@@ -133,7 +134,7 @@ def _look_up(req: S3Request, whole: bool) -> tuple[Object, BinaryIO | bytes | No
     """The version asked for and, for one stored on the filesystem, its opened data; read
     already (bytes) when `whole` and it is at most READ_SIZE. One thread hop for all."""
     for _ in range(3):
-        obj = get_object(req.db, req.object_location, req.version_id())
+        obj = metabase.get_object(req.db, req.object_location, req.version_id())
         if obj.inline_data is not None:
             return obj, None
         try:
@@ -212,11 +213,11 @@ async def _answer(req: S3Request, head: bool) -> Response:
 
 @operation("GET", "object", "partNumber", "GetObject", "read")
 @operation("GET", "object", "", "GetObject", "read")
-async def get(req: S3Request) -> Response:
+async def get_object(req: S3Request) -> Response:
     return await _answer(req, head=False)
 
 
 @operation("HEAD", "object", "partNumber", "HeadObject", "read")
 @operation("HEAD", "object", "", "HeadObject", "read")
-async def head(req: S3Request) -> Response:
+async def head_object(req: S3Request) -> Response:
     return await _answer(req, head=True)

@@ -21,12 +21,12 @@ from typing import Any
 
 from starlette.responses import Response
 
+from ripple import metabase
 from ripple.gateway import xml
 from ripple.gateway.body import read_document, require_digest
 from ripple.gateway.errors import S3Error
 from ripple.gateway.request import S3Request
 from ripple.gateway.routes import operation
-from ripple.metabase import delete_bucket_lifecycle, put_bucket_lifecycle
 from ripple.metabase.lifecycle import lifecycle_documents
 
 # texts taken verbatim (a prefix or tag may begin or end with spaces); others lose the XML
@@ -92,15 +92,15 @@ def _render(parent: ET.Element, tag: str, value: Any) -> None:
 
 
 @operation("PUT", "bucket", "lifecycle", "PutBucketLifecycleConfiguration", "write")
-async def put_lifecycle(req: S3Request) -> Response:
+async def put_bucket_lifecycle_configuration(req: S3Request) -> Response:
     require_digest(req)
     configuration = parse_lifecycle(await read_document(req, xml.MAX_XML_BYTES))
-    await req.run(put_bucket_lifecycle, req.db, req.bucket_location, configuration)
+    await req.run(metabase.put_bucket_lifecycle, req.db, req.bucket_location, configuration)
     return Response(status_code=200)
 
 
 @operation("GET", "bucket", "lifecycle", "GetBucketLifecycleConfiguration", "read")
-async def get_lifecycle(req: S3Request) -> Response:
+async def get_bucket_lifecycle_configuration(req: S3Request) -> Response:
     documents = await req.run(lifecycle_documents, req.db, req.bucket_location)
     root = xml.document("LifecycleConfiguration")
     for document in documents:
@@ -112,6 +112,6 @@ async def get_lifecycle(req: S3Request) -> Response:
 
 
 @operation("DELETE", "bucket", "lifecycle", "DeleteBucketLifecycle", "write")
-async def delete_lifecycle(req: S3Request) -> Response:
-    await req.run(delete_bucket_lifecycle, req.db, req.bucket_location)
+async def delete_bucket_lifecycle(req: S3Request) -> Response:
+    await req.run(metabase.delete_bucket_lifecycle, req.db, req.bucket_location)
     return Response(status_code=204)

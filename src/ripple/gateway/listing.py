@@ -1,6 +1,6 @@
 """Bucket listings on the wire: ListObjects (v1), ListObjectsV2 and ListObjectVersions.
 
-The metabase decides what a page holds (`list_objects`, `list_object_versions`); this
+The metabase decides what a page holds (`metabase.list_objects`, `list_object_versions`); this
 module reads the query (prefix, delimiter, markers, max-keys, encoding-type), checks the
 access key may list under the prefix, and writes S3's XML. With `encoding-type=url` every
 member that can hold a key is percent-encoded (space as %20, `+` as %2B, `/` kept), which
@@ -16,6 +16,7 @@ from urllib.parse import quote
 
 from starlette.responses import Response
 
+from ripple import metabase
 from ripple.gateway import xml
 from ripple.gateway.auth import authorize
 from ripple.gateway.continuation import continuation_token, resume_key
@@ -23,7 +24,7 @@ from ripple.gateway.errors import S3Error
 from ripple.gateway.headers import quoted
 from ripple.gateway.request import S3Request, query_number
 from ripple.gateway.routes import operation
-from ripple.metabase import Object, list_object_versions, list_objects
+from ripple.metabase import Object
 from ripple.metabase.listing import MAX_KEYS
 
 
@@ -100,11 +101,11 @@ def _common_prefixes(root: ET.Element, query: Query, prefixes: list[str]) -> Non
 
 
 @operation("GET", "bucket", "", "ListObjects", "list")
-async def list_v1(req: S3Request) -> Response:
+async def list_objects(req: S3Request) -> Response:
     query = _query(req)
     marker = req.query.get("marker", "")
     result = await req.run(
-        list_objects,
+        metabase.list_objects,
         req.db,
         req.bucket_location,
         prefix=query.prefix,
@@ -125,7 +126,7 @@ async def list_v1(req: S3Request) -> Response:
 
 
 @operation("GET", "bucket", "list-type", "ListObjectsV2", "list")
-async def list_v2(req: S3Request) -> Response:
+async def list_objects_v2(req: S3Request) -> Response:
     if req.query["list-type"] != "2":
         raise S3Error(
             "InvalidArgument", f"list-type {req.query['list-type']!r} is not supported: use 2"
@@ -137,7 +138,7 @@ async def list_v2(req: S3Request) -> Response:
     # an empty token is no token: the listing starts from the beginning (or start-after)
     position = resume_key(token) if token else start_after
     result = await req.run(
-        list_objects,
+        metabase.list_objects,
         req.db,
         req.bucket_location,
         prefix=query.prefix,
@@ -161,12 +162,12 @@ async def list_v2(req: S3Request) -> Response:
 
 
 @operation("GET", "bucket", "versions", "ListObjectVersions", "list")
-async def list_versions(req: S3Request) -> Response:
+async def list_object_versions(req: S3Request) -> Response:
     query = _query(req)
     key_marker = req.query.get("key-marker", "")
     version_id_marker = req.query.get("version-id-marker", "")
     result = await req.run(
-        list_object_versions,
+        metabase.list_object_versions,
         req.db,
         req.bucket_location,
         prefix=query.prefix,

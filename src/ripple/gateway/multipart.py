@@ -83,7 +83,7 @@ def _owner(req: S3Request, parent: Element) -> None:
 
 
 @operation("POST", "object", "uploads", "CreateMultipartUpload", "write")
-async def create(req: S3Request) -> Response:
+async def create_multipart_upload(req: S3Request) -> Response:
     retention, legal_hold = lock_of(req)
     pending = await req.run(
         begin_upload,
@@ -156,7 +156,7 @@ async def _upload_part_copy(
 
 
 @operation("DELETE", "object", "uploadId", "AbortMultipartUpload", "write")
-async def abort(req: S3Request) -> Response:
+async def abort_multipart_upload(req: S3Request) -> Response:
     upload = upload_id_of(req)
     await req.run(abort_upload, req.db, req.object_location, upload)
     await req.run_data(req.services.data.remove_parts, upload)

@@ -49,7 +49,7 @@ UNABLE_TO_VALIDATE = "Unable to validate the following destination configuration
 
 
 @operation("PUT", "bucket", "notification", "PutBucketNotificationConfiguration", "write")
-async def put(req: S3Request) -> Response:
+async def put_bucket_notification_configuration(req: S3Request) -> Response:
     if req.query.get("notification"):
         raise S3Error("InvalidArgument", "PUT takes the whole configuration: ?notification alone")
     body = await read_document(req, SMALL_DOCUMENT)
@@ -84,7 +84,7 @@ async def put(req: S3Request) -> Response:
 
 
 @operation("GET", "bucket", "notification", "GetBucketNotificationConfiguration", "read")
-async def get(req: S3Request) -> Response:
+async def get_bucket_notification_configuration(req: S3Request) -> Response:
     await req.run(own_bucket, req)
     found = await req.run(req.services.eventing.notifications, req.project_id, req.bucket)
     wanted = req.query.get("notification")
@@ -96,7 +96,7 @@ async def get(req: S3Request) -> Response:
 
 
 @operation("DELETE", "bucket", "notification", "DeleteBucketNotification", "write")
-async def delete(req: S3Request) -> Response:
+async def delete_bucket_notification(req: S3Request) -> Response:
     """ripple's extension: `?notification=<id>` deletes one notification, `?notification`
     alone deletes them all."""
     await req.run(own_bucket, req)

@@ -50,7 +50,7 @@ def _wanted(req: S3Request) -> set[str]:
 
 
 @operation("GET", "object", "attributes", "GetObjectAttributes", "read")
-async def get_attributes(req: S3Request) -> Response:
+async def get_object_attributes(req: S3Request) -> Response:
     wanted = _wanted(req)
     max_parts = min(
         header_number(req, "x-amz-max-parts", most=2**31 - 1, default=MAX_PARTS), MAX_PARTS

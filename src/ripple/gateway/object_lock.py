@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from starlette.responses import Response
 
+from ripple import metabase
 from ripple.gateway import xml
 from ripple.gateway.body import read_document, require_digest
 from ripple.gateway.errors import S3Error
@@ -20,10 +21,6 @@ from ripple.gateway.routes import operation
 from ripple.metabase import (
     Retention,
     RetentionMode,
-    get_object_legal_hold,
-    get_object_retention,
-    put_object_legal_hold,
-    put_object_retention,
 )
 
 SMALL_DOCUMENT = 64 * 1024
@@ -54,11 +51,11 @@ def parse_legal_hold(body: bytes) -> bool:
 
 
 @operation("PUT", "object", "retention", "PutObjectRetention", "write")
-async def put_retention(req: S3Request) -> Response:
+async def put_object_retention(req: S3Request) -> Response:
     require_digest(req)
     retention = parse_retention(await read_document(req, SMALL_DOCUMENT))
     await req.run(
-        put_object_retention,
+        metabase.put_object_retention,
         req.db,
         req.object_location,
         retention,
@@ -71,9 +68,9 @@ async def put_retention(req: S3Request) -> Response:
 
 
 @operation("GET", "object", "retention", "GetObjectRetention", "read")
-async def get_retention(req: S3Request) -> Response:
+async def get_object_retention(req: S3Request) -> Response:
     retention = await req.run(
-        get_object_retention, req.db, req.object_location, version_id=req.version_id()
+        metabase.get_object_retention, req.db, req.object_location, version_id=req.version_id()
     )
     if retention is None:
         raise S3Error(
@@ -87,11 +84,11 @@ async def get_retention(req: S3Request) -> Response:
 
 
 @operation("PUT", "object", "legal-hold", "PutObjectLegalHold", "write")
-async def put_legal_hold(req: S3Request) -> Response:
+async def put_object_legal_hold(req: S3Request) -> Response:
     require_digest(req)
     on = parse_legal_hold(await read_document(req, SMALL_DOCUMENT))
     await req.run(
-        put_object_legal_hold,
+        metabase.put_object_legal_hold,
         req.db,
         req.object_location,
         on,
@@ -102,9 +99,9 @@ async def put_legal_hold(req: S3Request) -> Response:
 
 
 @operation("GET", "object", "legal-hold", "GetObjectLegalHold", "read")
-async def get_legal_hold(req: S3Request) -> Response:
+async def get_object_legal_hold(req: S3Request) -> Response:
     on = await req.run(
-        get_object_legal_hold, req.db, req.object_location, version_id=req.version_id()
+        metabase.get_object_legal_hold, req.db, req.object_location, version_id=req.version_id()
     )
     root = xml.document("LegalHold")
     xml.add(root, "Status", "ON" if on else "OFF")

@@ -11,13 +11,13 @@ from __future__ import annotations
 
 from starlette.responses import Response
 
+from ripple import metabase
 from ripple.gateway import xml
 from ripple.gateway.body import read_document, require_digest
 from ripple.gateway.errors import S3Error
 from ripple.gateway.headers import version_headers
 from ripple.gateway.request import S3Request
 from ripple.gateway.routes import operation
-from ripple.metabase import delete_object_tagging, get_object_tagging, put_object_tagging
 
 SMALL_DOCUMENT = 64 * 1024
 
@@ -41,11 +41,11 @@ def parse_tagging(body: bytes) -> list[tuple[str, str]]:
 
 
 @operation("PUT", "object", "tagging", "PutObjectTagging", "write")
-async def put_tagging(req: S3Request) -> Response:
+async def put_object_tagging(req: S3Request) -> Response:
     require_digest(req)
     pairs = parse_tagging(await read_document(req, SMALL_DOCUMENT))
     obj = await req.run(
-        put_object_tagging,
+        metabase.put_object_tagging,
         req.db,
         req.object_location,
         pairs,
@@ -56,9 +56,9 @@ async def put_tagging(req: S3Request) -> Response:
 
 
 @operation("GET", "object", "tagging", "GetObjectTagging", "read")
-async def get_tagging(req: S3Request) -> Response:
+async def get_object_tagging(req: S3Request) -> Response:
     obj = await req.run(
-        get_object_tagging, req.db, req.object_location, version_id=req.version_id()
+        metabase.get_object_tagging, req.db, req.object_location, version_id=req.version_id()
     )
     root = xml.document("Tagging")
     tag_set = xml.add(root, "TagSet")
@@ -71,9 +71,9 @@ async def get_tagging(req: S3Request) -> Response:
 
 
 @operation("DELETE", "object", "tagging", "DeleteObjectTagging", "write")
-async def delete_tagging(req: S3Request) -> Response:
+async def delete_object_tagging(req: S3Request) -> Response:
     obj = await req.run(
-        delete_object_tagging,
+        metabase.delete_object_tagging,
         req.db,
         req.object_location,
         version_id=req.version_id(),

@@ -13,6 +13,7 @@ from pathlib import Path
 
 from starlette.responses import Response
 
+from ripple import metabase
 from ripple.gateway.acl_headers import acl_of
 from ripple.gateway.body import receive, require_length
 from ripple.gateway.data import DataWriter, ObjectData, commit_within
@@ -34,12 +35,10 @@ from ripple.gateway.routes import operation
 from ripple.metabase import (
     DeleteResult,
     check_tags,
-    delete_object,
-    delete_object_version,
 )
 from ripple.metabase.delete_condition import DeleteCondition
 from ripple.metabase.errors import MetabaseError
-from ripple.metabase.put_object import put_object
+from ripple.metabase.put_object import put_object as metabase_put_object
 from ripple.metabase.rows import new_stream_id
 from ripple.metabase.store_committed import CommitResult
 
@@ -86,7 +85,7 @@ class Spool:
 
 
 @operation("PUT", "object", "", "PutObject", "write")
-async def put(req: S3Request) -> Response:
+async def put_object(req: S3Request) -> Response:
     require_length(req)
     loc = req.object_location
     condition = await write_condition(req, loc)
@@ -115,7 +114,7 @@ async def put(req: S3Request) -> Response:
         try:
             result = commit_within(
                 None if writer is None else writer.commit_by,
-                put_object,
+                metabase_put_object,
                 req.db,
                 loc,
                 stream_id=stream_id,
@@ -166,7 +165,7 @@ def delete_condition(req: S3Request) -> DeleteCondition:
 
 
 @operation("DELETE", "object", "", "DeleteObject", "delete")
-async def delete(req: S3Request) -> Response:
+async def delete_object(req: S3Request) -> Response:
     condition = delete_condition(req)
     bypass = req.header("x-amz-bypass-governance-retention").lower() == "true"
     allowed = req.can_bypass_governance
@@ -177,7 +176,7 @@ async def delete(req: S3Request) -> Response:
         """Take a rate-limit token and delete (its data freed once committed)."""
         req.services.deletes.take(req.project_id)
         if version_id is None:
-            return delete_object(
+            return metabase.delete_object(
                 req.db,
                 req.object_location,
                 bypass_governance=bypass,
@@ -185,7 +184,7 @@ async def delete(req: S3Request) -> Response:
                 condition=condition,
                 tag=tag,
             )
-        return delete_object_version(
+        return metabase.delete_object_version(
             req.db,
             req.object_location,
             version_id,

@@ -26,12 +26,13 @@ from urllib.parse import unquote
 
 from starlette.responses import Response
 
+from ripple import metabase
 from ripple.gateway.auth import authorize
 from ripple.gateway.errors import S3Error
 from ripple.gateway.headers import parse_http_date
 from ripple.gateway.request import S3Request, free
 from ripple.gateway.routes import operation
-from ripple.metabase import ObjectLocation, RenameConditions, rename_object, rename_prefix
+from ripple.metabase import ObjectLocation, RenameConditions
 from ripple.metabase.client_tokens import Claim, claim, finish, release
 
 PREFIX_HEADER = "x-ripple-rename-prefix"
@@ -144,7 +145,7 @@ def _claim(req: S3Request, token: str, asked: str) -> bool:
 
 
 @operation("PUT", "object", "renameObject", "RenameObject", "write")
-async def rename(req: S3Request) -> Response:
+async def rename_object(req: S3Request) -> Response:
     source = rename_source(req)
     authorize(req, "delete", key=source)  # the app checked `write` on the destination
     destination = req.object_location
@@ -197,7 +198,7 @@ def _rename(
     conditions: RenameConditions | None,
 ) -> None:
     if prefix:
-        rename_prefix(
+        metabase.rename_prefix(
             req.db,
             req.bucket_location,
             source,
@@ -206,7 +207,7 @@ def _rename(
             tag=req.context.tag("rename-prefix"),
         )
         return
-    result = rename_object(
+    result = metabase.rename_object(
         req.db,
         replace(destination, object_key=source),
         destination.object_key,
