@@ -16,6 +16,7 @@ from xml.etree.ElementTree import Element
 
 from starlette.responses import Response
 
+from ripple.changestream.tag import Operation
 from ripple.gateway import xml
 from ripple.gateway.acl_headers import acl_of, no_email
 from ripple.gateway.auth import check_missing, requester_id
@@ -165,7 +166,7 @@ async def put_object_acl(req: S3Request) -> Response:
             acl,
             version_id=req.version_id(),
             grantee=_grantee(req),
-            tag=req.context.tag("put-object-acl"),
+            tag=req.context.tag(Operation.PUT_OBJECT_ACL),
         )
     except (ObjectNotFound, MethodNotAllowed):
         await check_missing(req, "PutObjectAcl")  # gone since `grant_access` found it

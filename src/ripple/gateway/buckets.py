@@ -9,6 +9,7 @@ import uuid
 from starlette.responses import Response
 
 from ripple import metabase
+from ripple.changestream.tag import Operation
 from ripple.gateway import xml
 from ripple.gateway.acl_headers import acl_of
 from ripple.gateway.body import read_document
@@ -91,7 +92,7 @@ async def create_bucket(req: S3Request) -> Response:
             req.bucket_location,
             object_lock_enabled=lock == "true",
             acl=acl,
-            tag=req.context.tag("create-bucket"),
+            tag=req.context.tag(Operation.CREATE_BUCKET),
         )
     except BucketAlreadyOwnedByYou:
         # S3's legacy rule: in us-east-1 creating a bucket you own answers 200 and changes
@@ -115,7 +116,10 @@ async def head_bucket(req: S3Request) -> Response:
 @operation("DELETE", "bucket", "", "DeleteBucket", "delete")
 async def delete_bucket(req: S3Request) -> Response:
     aborted = await req.run(
-        metabase.delete_bucket, req.db, req.bucket_location, tag=req.context.tag("delete-bucket")
+        metabase.delete_bucket,
+        req.db,
+        req.bucket_location,
+        tag=req.context.tag(Operation.DELETE_BUCKET),
     )
     if aborted:  # S3 aborts the uploads still in progress: their parts go too
         await req.run_data(_remove_parts, req, aborted)

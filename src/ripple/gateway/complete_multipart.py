@@ -20,6 +20,7 @@ from urllib.parse import quote
 
 from starlette.responses import Response
 
+from ripple.changestream.tag import Operation
 from ripple.gateway import xml
 from ripple.gateway.body import read_document
 from ripple.gateway.data import commit_within
@@ -197,7 +198,7 @@ async def _complete_locked(
                 part_sizes=[p.size for p in parts],
                 checksum=checksum,
                 condition=condition,
-                tag=req.context.tag("complete-multipart-upload", etag=etag),
+                tag=req.context.tag(Operation.COMPLETE_MULTIPART_UPLOAD, etag=etag),
             )
         except MetabaseError:  # aborted meanwhile, or a conditional write lost a race
             await req.run_data(data.remove, [upload])

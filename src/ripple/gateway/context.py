@@ -33,11 +33,10 @@ class RequestContext:
     def new(cls, source_ip: str) -> RequestContext:
         return cls(new_request_id(), new_host_id(), source_ip)
 
-    def tag(self, operation: str = "", etag: str = "") -> TransactionTag:
-        """The transaction tag of a metabase write serving this request (`operation`: an
-        `Operation`'s name, e.g. `put`)."""
+    def tag(self, operation: Operation | None = None, etag: str = "") -> TransactionTag:
+        """The transaction tag of a metabase write serving this request."""
         return TransactionTag(
-            operation=Operation(operation) if operation else None,
+            operation=operation,
             request_id=self.request_id,
             host_id=self.host_id,
             principal=self.principal,

@@ -18,6 +18,7 @@ from typing import Literal, cast
 from starlette.responses import Response
 
 from ripple import metabase
+from ripple.changestream.tag import Operation
 from ripple.gateway import xml
 from ripple.gateway.acl_headers import acl_of
 from ripple.gateway.body import MAX_PUT_SIZE
@@ -126,7 +127,7 @@ async def copy_object(req: S3Request) -> Response:
                 acl=acl,
                 checksum=checksum,
                 condition=condition,
-                tag=req.context.tag("copy"),
+                tag=req.context.tag(Operation.COPY),
             )
         except CopySourceChanged:  # the `null` version was replaced: copy it again
             if copied:

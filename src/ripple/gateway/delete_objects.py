@@ -21,6 +21,7 @@ from starlette.background import BackgroundTask
 from starlette.responses import Response
 
 from ripple import metabase
+from ripple.changestream.tag import Operation
 from ripple.gateway import xml
 from ripple.gateway.body import read_document, require_digest
 from ripple.gateway.errors import S3Error
@@ -97,7 +98,7 @@ async def delete_objects(req: S3Request) -> Response:
             quiet=quiet,
             bypass_governance=bypass,
             can_bypass_governance=req.can_bypass_governance,
-            tag=req.context.tag("delete-objects"),
+            tag=req.context.tag(Operation.DELETE_OBJECTS),
         )
 
     result = await req.run(remove)

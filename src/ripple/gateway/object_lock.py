@@ -12,6 +12,7 @@ from __future__ import annotations
 from starlette.responses import Response
 
 from ripple import metabase
+from ripple.changestream.tag import Operation
 from ripple.gateway import xml
 from ripple.gateway.body import read_document, require_digest
 from ripple.gateway.errors import S3Error
@@ -62,7 +63,7 @@ async def put_object_retention(req: S3Request) -> Response:
         version_id=req.version_id(),
         bypass_governance=req.header("x-amz-bypass-governance-retention").lower() == "true",
         can_bypass_governance=req.can_bypass_governance,
-        tag=req.context.tag("put-object-retention"),
+        tag=req.context.tag(Operation.PUT_OBJECT_RETENTION),
     )
     return Response(status_code=200)
 
@@ -93,7 +94,7 @@ async def put_object_legal_hold(req: S3Request) -> Response:
         req.object_location,
         on,
         version_id=req.version_id(),
-        tag=req.context.tag("put-object-legal-hold"),
+        tag=req.context.tag(Operation.PUT_OBJECT_LEGAL_HOLD),
     )
     return Response(status_code=200)
 

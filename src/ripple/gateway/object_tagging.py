@@ -12,6 +12,7 @@ from __future__ import annotations
 from starlette.responses import Response
 
 from ripple import metabase
+from ripple.changestream.tag import Operation
 from ripple.gateway import xml
 from ripple.gateway.body import read_document, require_digest
 from ripple.gateway.errors import S3Error
@@ -50,7 +51,7 @@ async def put_object_tagging(req: S3Request) -> Response:
         req.object_location,
         pairs,
         version_id=req.version_id(),
-        tag=req.context.tag("put-object-tagging"),
+        tag=req.context.tag(Operation.PUT_OBJECT_TAGGING),
     )
     return Response(status_code=200, headers=version_headers(obj))
 
@@ -77,6 +78,6 @@ async def delete_object_tagging(req: S3Request) -> Response:
         req.db,
         req.object_location,
         version_id=req.version_id(),
-        tag=req.context.tag("delete-object-tagging"),
+        tag=req.context.tag(Operation.DELETE_OBJECT_TAGGING),
     )
     return Response(status_code=204, headers=version_headers(obj))

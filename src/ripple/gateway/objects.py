@@ -14,6 +14,7 @@ from pathlib import Path
 from starlette.responses import Response
 
 from ripple import metabase
+from ripple.changestream.tag import Operation
 from ripple.gateway.acl_headers import acl_of
 from ripple.gateway.body import receive, require_length
 from ripple.gateway.data import DataWriter, ObjectData, commit_within
@@ -129,7 +130,7 @@ async def put_object(req: S3Request) -> Response:
                 acl=acl,
                 checksum=checksum,
                 condition=condition,
-                tag=req.context.tag("put"),
+                tag=req.context.tag(Operation.PUT),
             )
         except MetabaseError:  # not committed: nothing names the data
             if writer is not None:
@@ -170,7 +171,7 @@ async def delete_object(req: S3Request) -> Response:
     bypass = req.header("x-amz-bypass-governance-retention").lower() == "true"
     allowed = req.can_bypass_governance
     version_id = req.version_id()
-    tag = req.context.tag("delete")
+    tag = req.context.tag(Operation.DELETE)
 
     def remove() -> DeleteResult:
         """Take a rate-limit token and delete (its data freed once committed)."""

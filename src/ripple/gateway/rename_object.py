@@ -27,6 +27,7 @@ from urllib.parse import unquote
 from starlette.responses import Response
 
 from ripple import metabase
+from ripple.changestream.tag import Operation
 from ripple.gateway.auth import authorize
 from ripple.gateway.errors import S3Error
 from ripple.gateway.headers import parse_http_date
@@ -204,7 +205,7 @@ def _rename(
             source,
             destination.object_key,
             max_keys=req.services.max_rename_keys,
-            tag=req.context.tag("rename-prefix"),
+            tag=req.context.tag(Operation.RENAME_PREFIX),
         )
         return
     result = metabase.rename_object(
@@ -212,6 +213,6 @@ def _rename(
         replace(destination, object_key=source),
         destination.object_key,
         conditions=conditions,
-        tag=req.context.tag("rename"),
+        tag=req.context.tag(Operation.RENAME),
     )
     free(req, result.removed)
