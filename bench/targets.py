@@ -125,12 +125,12 @@ from rich.console import Console
 from rich.table import Table
 
 from common import cpu_s, descendants, pids_named, progress_bar  # bench/common.py (on sys.path)
+from ripple.notifications.endpoints import parse_endpoint
 from ripple.targets import amqp, mqtt
 from ripple.targets import kafka as kafka_target
 from ripple.targets import nats as nats_target
 from ripple.targets import redis as redis_target
 from ripple.targets.base import Delivery, Result, Target
-from ripple.targets.endpoints import parse_endpoint
 
 console = Console(stderr=True)
 if not console.is_terminal:  # a log file: wide enough for the tables

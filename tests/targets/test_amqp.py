@@ -29,12 +29,12 @@ from pika.adapters.blocking_connection import BlockingChannel
 from prometheus_client import REGISTRY
 
 from ripple.metabase import Metabase
+from ripple.notifications.endpoints import parse_endpoint
 from ripple.pipeline.deliver import Deliverer
 from ripple.pipeline.queue import RetryQueue
 from ripple.pipeline.route import delivery as route_delivery
 from ripple.targets.amqp import AmqpTarget, from_arguments
 from ripple.targets.base import OK, Delivery, Outcome, Result, one_line
-from ripple.targets.endpoints import parse_endpoint
 from ripple.targets.retry import RetryPolicy
 from tests.conftest import service_missing
 from tests.targets.conftest import delivery, event_record

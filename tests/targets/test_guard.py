@@ -20,11 +20,11 @@ import redis
 from pika.adapters.select_connection import SelectConnection
 
 from ripple.config import Settings, load_settings
+from ripple.notifications.endpoints import parse_endpoint
 from ripple.notifications.topics import Topic
 from ripple.targets import amqp, destinations
 from ripple.targets.amqp import AmqpTarget
 from ripple.targets.base import Outcome, Result
-from ripple.targets.endpoints import parse_endpoint
 from ripple.targets.guard import (
     DestinationGuard,
     DestinationRefused,

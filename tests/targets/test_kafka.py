@@ -27,12 +27,12 @@ from prometheus_client import REGISTRY
 
 from ripple.gateway.credentials import is_secret
 from ripple.metabase import Metabase
+from ripple.notifications.endpoints import parse_endpoint
 from ripple.notifications.topics import Topic
 from ripple.pipeline.deliver import Deliverer
 from ripple.pipeline.queue import RetryQueue
 from ripple.targets import destinations
 from ripple.targets.base import OK, Delivery, Outcome, Result
-from ripple.targets.endpoints import parse_endpoint
 from ripple.targets.kafka import KafkaTarget, from_arguments
 from ripple.targets.retry import RetryPolicy
 from tests.conftest import service_missing

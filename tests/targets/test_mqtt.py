@@ -33,11 +33,11 @@ from paho.mqtt.enums import CallbackAPIVersion
 from prometheus_client import REGISTRY
 
 from ripple.metabase import Metabase
+from ripple.notifications.endpoints import parse_endpoint
 from ripple.pipeline import metrics
 from ripple.pipeline.deliver import Deliverer
 from ripple.pipeline.queue import RetryQueue
 from ripple.targets.base import OK, Delivery, Outcome, Result
-from ripple.targets.endpoints import parse_endpoint
 from ripple.targets.mqtt import MqttTarget, from_arguments
 from ripple.targets.retry import RetryPolicy
 from tests.conftest import service_missing

@@ -33,10 +33,10 @@ from nats.js.api import AckPolicy, ConsumerConfig, StorageType, StreamConfig
 from prometheus_client import REGISTRY
 
 from ripple.metabase import Metabase
+from ripple.notifications.endpoints import parse_endpoint
 from ripple.pipeline.deliver import Deliverer
 from ripple.pipeline.queue import RetryQueue
 from ripple.targets.base import OK, Delivery, Outcome, Result, one_line
-from ripple.targets.endpoints import parse_endpoint
 from ripple.targets.nats import NatsTarget, default_subject, from_arguments
 from ripple.targets.retry import RetryPolicy
 from tests.conftest import service_missing

@@ -30,10 +30,10 @@ from redis.backoff import NoBackoff
 from redis.retry import Retry
 
 from ripple.metabase import Metabase
+from ripple.notifications.endpoints import parse_endpoint
 from ripple.pipeline.deliver import Deliverer
 from ripple.pipeline.queue import RetryQueue
 from ripple.targets.base import OK, Delivery, Outcome, Result
-from ripple.targets.endpoints import parse_endpoint
 from ripple.targets.redis import RedisConfig, RedisTarget, from_arguments, sequencer_key
 from ripple.targets.retry import RetryPolicy
 from tests.conftest import service_missing

@@ -9,12 +9,12 @@ from pathlib import Path
 import orjson
 import pytest
 
+from ripple.notifications.endpoints import parse_endpoint
 from ripple.notifications.topics import Topic
 from ripple.snapshotter import shared
 from ripple.snapshotter.settings import SnapshotterSettings
 from ripple.targets.base import Delivery, Outcome
 from ripple.targets.destinations import push_target
-from ripple.targets.endpoints import parse_endpoint
 from ripple.targets.snapshot import SnapshotTarget
 from tests.snapshotter.service_helpers import stored_pages
 

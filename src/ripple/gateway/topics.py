@@ -32,11 +32,11 @@ from ripple.gateway.credentials import HIDDEN, has_user_info, is_secret, redacte
 from ripple.gateway.errors import S3Error
 from ripple.gateway.request import S3Request, principal
 from ripple.identity import AccessKey
+from ripple.notifications.endpoints import parse_endpoint
 from ripple.notifications.store import StoredTopic, topic_arn
 from ripple.notifications.topics import PULL_ONLY, Topic
 from ripple.numbers import NumberError, whole_number
 from ripple.targets.destinations import policy_of, push_target
-from ripple.targets.endpoints import parse_endpoint
 
 __all__ = [
     "SNS_NAMESPACE",

@@ -12,7 +12,7 @@ The push endpoint says where the topic's events are pushed:
 
 - not set: a topic named like a Google Pub/Sub topic (`projects/P/topics/T`, as the phase-1
   list names them) is published to Pub/Sub; any other topic is pull-only;
-- a destination URI (`ripple.targets.endpoints`): `http[s]://…` (a webhook),
+- a destination URI (`ripple.notifications.endpoints`): `http[s]://…` (a webhook),
   `amqp[s]://…` (RabbitMQ), `nats://…` (NATS JetStream), `mqtt[s]://…`, `redis://…`,
   `kafka://…` (Kafka), or
   `pubsub://projects/P/topics/T` (that Pub/Sub topic), or `snapshot://NAME` (archived in
@@ -30,9 +30,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from ripple.notifications.arguments import flag
+from ripple.notifications.endpoints import Endpoint, parse_endpoint
 from ripple.notifications.phase1 import topic_name_problem
-from ripple.targets.arguments import flag
-from ripple.targets.endpoints import Endpoint, parse_endpoint
 
 __all__ = [
     "INCLUDE_METADATA",

@@ -77,9 +77,9 @@ from pika.exceptions import (
     ProbableAuthenticationError,
 )
 
-from ripple.targets.arguments import choice, flag, positive, whole
+from ripple.notifications.arguments import choice, flag, positive, whole
+from ripple.notifications.endpoints import Endpoint, parse_endpoint
 from ripple.targets.base import OK, Delivery, Outcome, Result, one_line
-from ripple.targets.endpoints import Endpoint, parse_endpoint
 from ripple.targets.guard import DestinationRefused, default_guard
 
 __all__ = ["AckLevel", "AmqpTarget", "from_arguments"]

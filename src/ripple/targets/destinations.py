@@ -38,6 +38,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 
 from ripple.events.names import BUCKET_EVENT_NAMES, matches
+from ripple.notifications.arguments import choice, flag, positive, whole
 from ripple.notifications.registry import Registry
 from ripple.notifications.topics import (
     INCLUDE_METADATA,
@@ -49,7 +50,6 @@ from ripple.notifications.topics import (
 )
 from ripple.subscriptions.store import SubscriptionStore
 from ripple.targets import hdfs_inotify
-from ripple.targets.arguments import choice, flag, positive, whole
 from ripple.targets.base import Target
 from ripple.targets.guard import DestinationRefused, default_guard
 from ripple.targets.opaque import OpaqueDataTarget

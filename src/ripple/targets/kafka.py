@@ -41,9 +41,9 @@ from typing import Any, Literal, cast, get_args
 
 from confluent_kafka import KafkaError, KafkaException, Producer
 
-from ripple.targets.arguments import choice, flag, positive
+from ripple.notifications.arguments import choice, flag, positive
+from ripple.notifications.endpoints import Endpoint
 from ripple.targets.base import OK, Delivery, Outcome, Result, one_line
-from ripple.targets.endpoints import Endpoint
 from ripple.targets.guard import DestinationGuard, DestinationRefused, default_guard
 
 __all__ = ["AckLevel", "KafkaConfig", "KafkaTarget", "from_arguments", "record_key"]

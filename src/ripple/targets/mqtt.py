@@ -50,9 +50,9 @@ import paho.mqtt.client as paho
 from paho.mqtt.enums import CallbackAPIVersion, MQTTErrorCode, MQTTProtocolVersion
 from paho.mqtt.reasoncodes import ReasonCode
 
-from ripple.targets.arguments import flag, positive, whole
+from ripple.notifications.arguments import flag, positive, whole
+from ripple.notifications.endpoints import Endpoint
 from ripple.targets.base import OK, Delivery, Outcome, Result, one_line
-from ripple.targets.endpoints import Endpoint
 from ripple.targets.guard import DestinationRefused, default_guard
 
 __all__ = ["MqttConfig", "MqttTarget", "client_id", "from_arguments", "topic_problem"]

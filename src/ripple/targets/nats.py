@@ -41,9 +41,9 @@ from nats.aio.client import Client
 from nats.js import JetStreamContext
 
 from ripple.events.keys import encode_key
-from ripple.targets.arguments import positive, whole
+from ripple.notifications.arguments import positive, whole
+from ripple.notifications.endpoints import Endpoint
 from ripple.targets.base import OK, Delivery, Outcome, Result, one_line
-from ripple.targets.endpoints import Endpoint
 from ripple.targets.guard import DestinationRefused, default_guard
 
 __all__ = ["NatsTarget", "default_subject", "from_arguments", "subject_problem"]

@@ -48,7 +48,7 @@ from google.api_core import exceptions as api_exceptions
 from google.cloud import pubsub_v1  # type: ignore[import-untyped]
 from google.pubsub_v1.services.publisher.transports.grpc import PublisherGrpcTransport
 
-from ripple.targets.arguments import flag, positive
+from ripple.notifications.arguments import flag, positive
 from ripple.targets.base import OK, Delivery, Outcome, Result, one_line
 from ripple.targets.guard import DestinationGuard, DestinationRefused, default_guard
 

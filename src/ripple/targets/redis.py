@@ -36,9 +36,9 @@ from redis.backoff import NoBackoff
 from redis.retry import Retry
 
 from ripple.events.keys import decode_key
-from ripple.targets.arguments import positive, whole
+from ripple.notifications.arguments import positive, whole
+from ripple.notifications.endpoints import Endpoint
 from ripple.targets.base import OK, Delivery, Outcome, Result, one_line
-from ripple.targets.endpoints import Endpoint
 from ripple.targets.guard import DestinationRefused, default_guard
 
 __all__ = [

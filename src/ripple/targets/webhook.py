@@ -32,7 +32,7 @@ import httpcore
 import httpx
 import orjson
 
-from ripple.targets.arguments import flag, positive, whole
+from ripple.notifications.arguments import flag, positive, whole
 from ripple.targets.base import OK, Delivery, Outcome, Result, one_line
 from ripple.targets.cloudevents import binary_headers
 from ripple.targets.guard import DestinationRefused, default_guard

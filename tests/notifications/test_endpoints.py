@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from ripple.targets.endpoints import parse_endpoint
+from ripple.notifications.endpoints import parse_endpoint
 
 
 @pytest.mark.parametrize(
