@@ -21,7 +21,7 @@ import re
 import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Final
+from typing import Any, Final, Protocol
 
 import orjson
 import psycopg
@@ -33,9 +33,6 @@ from ripple.metabase import Metabase
 from ripple.subscriptions.compact import compact_event
 from ripple.subscriptions.schema import subscription_events, subscriptions
 
-if TYPE_CHECKING:
-    from ripple.targets.base import Delivery  # imports flow targets → subscriptions
-
 __all__ = [
     "DEFAULT_MAX_ENTRIES",
     "DEFAULT_RETENTION_DAYS",
@@ -44,6 +41,7 @@ __all__ = [
     "MAX_RETENTION_DAYS",
     "NoSuchSubscription",
     "PullResult",
+    "StoredEvent",
     "Subscription",
     "SubscriptionStore",
     "subscription_name_problem",
@@ -59,6 +57,17 @@ MAX_TOPIC_LENGTH: Final = 255
 _NAME = re.compile(r"[A-Za-z0-9._-]{1,255}", re.ASCII)
 _MARKER = re.compile(r"[0-9]{1,18}", re.ASCII)
 _NS_PER_DAY: Final = 86_400 * 1_000_000_000
+
+
+class StoredEvent(Protocol):
+    """An event to store: what a pipeline delivery (`ripple.targets.base.Delivery`) is."""
+
+    @property
+    def event_id(self) -> str: ...  # stable across redeliveries: storing is idempotent on it
+    @property
+    def message(self) -> bytes: ...  # the S3 event record, JSON
+    @property
+    def batch_id(self) -> int: ...  # the Spark batch that delivers it (-1: a retry)
 
 
 class NoSuchSubscription(LookupError):
@@ -212,7 +221,9 @@ class SubscriptionStore:
 
     # --- events ---------------------------------------------------------------------------
 
-    def store(self, topic: str, deliveries: Sequence[Delivery], batch_id: int | None = None) -> int:
+    def store(
+        self, topic: str, deliveries: Sequence[StoredEvent], batch_id: int | None = None
+    ) -> int:
         """Store every delivery in every subscription of `topic`, in one transaction;
         returns how many rows were new. An event a subscription already has (the same event
         id, acknowledged or not) is left as it is. `batch_id` is recorded with the rows
