@@ -10,7 +10,8 @@ import pytest
 
 from ripple.metabase import Metabase, create_project
 from ripple.notifications.configuration import Notification
-from ripple.notifications.store import EventingStore, topic_arn
+from ripple.notifications.registry import PROJECT_WIDE, Destination
+from ripple.notifications.store import ConfigSnapshot, EventingStore, StoredTopic, topic_arn
 
 
 def arn_of(db: Metabase, project_id: uuid.UUID, name: str) -> str:
@@ -124,4 +125,41 @@ def test_every_change_moves_the_generation_and_is_audited(
     assert list(snapshot.topics) == [arn]
     assert snapshot.notifications == {
         (alice.id, "photos"): [Notification("n", arn, ("s3:ObjectCreated:*",))]
+    }
+
+
+def test_a_snapshots_routes_follow_its_notifications_and_their_topics() -> None:
+    """Routes are a function of the snapshot alone: a notification reaches its bucket's
+    routes only while its topic exists, with the topic's include and rename arguments; a
+    topic with `project-events` is a project-wide destination of its own project."""
+    alice, bob = uuid.uuid4(), uuid.uuid4()
+    photos, gone, wide = (topic_arn("us-east-1", "p", n) for n in ("photos", "gone", "wide"))
+    snapshot = ConfigSnapshot(
+        generation=7,
+        topics={
+            photos: StoredTopic(
+                alice, "photos", photos, "none", {"include-tags": "yes", "rename-events": "single"}
+            ),
+            wide: StoredTopic(bob, "wide", wide, "none", {"project-events": "s3:BucketCreated:*"}),
+        },
+        notifications={
+            (alice, "photos"): [
+                Notification("jpegs", photos, ("s3:ObjectCreated:*",), suffix=".jpg"),
+                Notification("stale", gone, ("s3:ObjectCreated:*",)),
+            ],
+            (alice, "logs"): [Notification("stale", gone, ("s3:ObjectRemoved:*",))],
+        },
+    )
+    assert snapshot.routes() == {
+        (alice, "photos"): [
+            Destination(
+                photos,
+                "jpegs",
+                ("s3:ObjectCreated:*",),
+                suffix=".jpg",
+                include_tags=True,
+                rename_events="single",
+            )
+        ],
+        (bob, PROJECT_WIDE): [Destination(wide, "ProjectEvents", ("s3:BucketCreated:*",))],
     }

@@ -18,7 +18,6 @@ from ripple.changestream.schema import change_records
 from ripple.events import EventSettings
 from ripple.notifications.registry import Registry
 from ripple.notifications.store import EventingStore
-from ripple.notifications.watcher import routes_of
 from ripple.pipeline.route import route
 from ripple.pipeline.transform import events_of_rows
 from ripple.targets.base import Delivery
@@ -43,7 +42,7 @@ def routed(gateway: Running) -> dict[str, list[Delivery]]:  # noqa: F811
     routing (the bucket events' stream is another query's)."""
     db = gateway.services.db
     registry = Registry()
-    registry.replace_api(routes_of(EventingStore(db).snapshot()))
+    registry.replace_api(EventingStore(db).snapshot().routes())
     c = change_records.c
     with db.engine.connect() as conn:
         rows = [

@@ -20,7 +20,6 @@ from ripple.events import EventSettings
 from ripple.metabase.lifecycle_run import run_lifecycle
 from ripple.notifications.registry import Registry
 from ripple.notifications.store import EventingStore
-from ripple.notifications.watcher import routes_of
 from ripple.pipeline.route import route
 from ripple.pipeline.transform import events_of_rows
 from ripple.targets.base import Delivery
@@ -37,7 +36,7 @@ def routed(gateway: Running) -> dict[str, list[Delivery]]:  # noqa: F811
     gateway user's project (its public id), as the pipeline's `Owners` finds it."""
     db = gateway.services.db
     registry = Registry()
-    registry.replace_api(routes_of(EventingStore(db).snapshot()))
+    registry.replace_api(EventingStore(db).snapshot().routes())
     c = change_records.c
     with db.engine.connect() as conn:
         rows = [

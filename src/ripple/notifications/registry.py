@@ -28,7 +28,14 @@ from ripple.notifications.phase1 import BucketKey
 if TYPE_CHECKING:
     from ripple.config import Settings
 
-__all__ = ["ALL_EVENTS", "PHASE1_CONFIGURATION_ID", "Destination", "Registry"]
+__all__ = [
+    "ALL_EVENTS",
+    "PHASE1_CONFIGURATION_ID",
+    "PROJECT_CONFIGURATION_ID",
+    "PROJECT_WIDE",
+    "Destination",
+    "Registry",
+]
 
 # `s3.configurationId` of the events of a bucket on the phase-1 list.
 PHASE1_CONFIGURATION_ID = "ObjectEvents"
@@ -43,7 +50,7 @@ class Destination:
     """Where a bucket's events go, and the notification configuration that sends them there:
     its event types (`s3:ObjectCreated:*` wildcards), key, metadata and tag filters, and
     whether its events carry the object's tags and metadata (its topic's `include-tags` and
-    `include-metadata` arguments: `ripple.notifications.watcher.routes_of`)."""
+    `include-metadata` arguments: `ripple.notifications.store.ConfigSnapshot.routes`)."""
 
     topic: str  # phase 1: a Pub/Sub topic name, `projects/P/topics/T`
     configuration_id: str = PHASE1_CONFIGURATION_ID
@@ -113,6 +120,8 @@ def _compiled(regex: str) -> re.Pattern[str]:
 # The bucket name under which a project's project-wide destinations are kept (bucket events:
 # `BucketCreated:*`, `BucketRemoved:*`); no bucket has an empty name.
 PROJECT_WIDE = ""
+# The `s3.configurationId` of bucket events sent to a project-wide destination.
+PROJECT_CONFIGURATION_ID = "ProjectEvents"
 
 
 class Registry:

@@ -4,7 +4,8 @@ Topics belong to a project and are named by their ARN everywhere past the API; b
 notifications name a topic by its ARN. Every change is one transaction that also appends a
 row to `eventing_changes` (who, what, when) and logs it: that row's id is the
 configuration's generation, so a process knows it must reload when the newest id moves
-(`ConfigWatcher`), and the table is the audit trail.
+(`ConfigWatcher`), and the table is the audit trail. A loaded `ConfigSnapshot` says where
+each bucket's events go (`ConfigSnapshot.routes`), a function of the snapshot alone.
 
 Deleting a topic deletes the bucket notifications that name it (in the same transaction),
 so no bucket is left sending events to a topic that is gone. On PostgreSQL, change ids are
@@ -19,7 +20,7 @@ import logging
 import time
 import uuid
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import orjson
 import sqlalchemy as sa
@@ -32,6 +33,7 @@ from ripple.notifications.configuration import (
     notification_to_json,
 )
 from ripple.notifications.phase1 import BucketKey
+from ripple.notifications.registry import PROJECT_CONFIGURATION_ID, PROJECT_WIDE, Destination
 from ripple.notifications.schema import bucket_notifications, eventing_changes, topics
 from ripple.notifications.topics import Topic
 
@@ -68,6 +70,36 @@ class ConfigSnapshot:
     generation: int
     topics: dict[str, StoredTopic]  # by ARN
     notifications: dict[BucketKey, list[Notification]]
+
+    def routes(self) -> dict[BucketKey, list[Destination]]:
+        """Each bucket's destinations: its notifications whose topic exists, carrying tags
+        and metadata in their events and seeing renames as the topic's arguments say
+        (`Topic.includes`, `Topic.rename_events`); and under `(project, PROJECT_WIDE)` each
+        project's topics with a `project-events` argument (`Topic.project_events`)."""
+        routes: dict[BucketKey, list[Destination]] = {}
+        for bucket, notifications in self.notifications.items():
+            destinations = []
+            for n in notifications:
+                stored = self.topics.get(n.topic_arn)
+                if stored is not None:
+                    tags, metadata = stored.topic.includes
+                    destinations.append(
+                        replace(
+                            n.destination(),
+                            include_tags=tags,
+                            include_metadata=metadata,
+                            rename_events=stored.topic.rename_events,
+                        )
+                    )
+            if destinations:
+                routes[bucket] = destinations
+        for stored in self.topics.values():  # project-wide notifications: bucket events
+            events = stored.topic.project_events
+            if events:
+                routes.setdefault((stored.project_id, PROJECT_WIDE), []).append(
+                    Destination(stored.arn, PROJECT_CONFIGURATION_ID, events=events)
+                )
+        return routes
 
 
 class EventingStore:

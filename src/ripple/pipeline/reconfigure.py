@@ -24,7 +24,6 @@ from collections.abc import Mapping
 from ripple.notifications.registry import Registry
 from ripple.notifications.store import ConfigSnapshot, EventingStore
 from ripple.notifications.topics import PULL_ONLY, Topic
-from ripple.notifications.watcher import routes_of
 from ripple.pipeline.deliver import Deliverer
 from ripple.subscriptions.store import SubscriptionStore
 from ripple.targets.base import Target
@@ -63,7 +62,7 @@ class Reconfigurer:
         for name, topic in self.static.items():
             self._build(name, topic, strict=True)
         destinations = self._apply(snapshot)
-        self.registry.replace_api(routes_of(snapshot))
+        self.registry.replace_api(snapshot.routes())
         return destinations
 
     def check(self) -> bool:
@@ -83,11 +82,11 @@ class Reconfigurer:
         snapshot = self.store.snapshot()
         destinations = self._apply(snapshot)
         if self.deliverer is None:
-            self.registry.replace_api(routes_of(snapshot))
+            self.registry.replace_api(snapshot.routes())
         else:
             with self.deliverer.exclusive():  # no batch routes between the two swaps
                 self.deliverer.reconfigure(destinations.targets, destinations.policies)
-                self.registry.replace_api(routes_of(snapshot))
+                self.registry.replace_api(snapshot.routes())
         log.info(
             "eventing configuration %d loaded: %d API topics, %d buckets with notifications",
             snapshot.generation,
