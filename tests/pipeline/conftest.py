@@ -6,7 +6,7 @@ from __future__ import annotations
 import os
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -17,9 +17,9 @@ from pyspark.sql import SparkSession
 
 from ripple.metabase import Metabase
 from ripple.notifications.registry import Registry
+from ripple.notifications.topics import Topic
 from ripple.pipeline.job import LOCAL_CHECKPOINT_CONF, JobSettings, run, worker_setup
 from ripple.pipeline.queue import RetryQueue
-from ripple.pipeline.reconfigure import Reconfigurer
 from ripple.pipeline.session import spark_session
 from ripple.targets.base import Target
 from ripple.targets.destinations import Destinations
@@ -79,18 +79,18 @@ def running_pipeline(
     *,
     max_records: int = 50_000,
     policy: RetryPolicy | None = None,
-    reconfigurer: Reconfigurer | None = None,
+    configured: Mapping[str, Topic] | None = None,
 ) -> Iterator[RunningPipeline]:
     """The pipeline in a thread until the block ends; an error in it fails the test. The
     workers route by the registry's routes as they are at the start and deliver to
-    `targets`; with a `reconfigurer`, they follow the API configuration, as `ripple pipeline
-    run` does (its configured topics, and `targets` and the registry are ignored)."""
+    `targets`; with `configured` topics (a configuration file's), they follow the API
+    configuration, as `ripple pipeline run` does (`targets` and the registry are ignored)."""
     policy = policy or RetryPolicy(base_delay_s=0.01, max_delay_s=0.2)
     settings = JobSettings(
         url, checkpoint, master="local[2]", max_records_per_batch=max_records, drain_interval_s=0.1
     )
-    if reconfigurer is not None:
-        setup = worker_setup(settings, topics=dict(reconfigurer.configured), default_policy=policy)
+    if configured is not None:
+        setup = worker_setup(settings, topics=dict(configured), default_policy=policy)
     else:
         setup = worker_setup(
             settings,

@@ -4,15 +4,13 @@ topic, retry policies from the topic's arguments, and one-line errors for wrong 
 from __future__ import annotations
 
 import re
-import uuid
 
 import pytest
 
 from ripple.metabase import Metabase
-from ripple.notifications.registry import Destination, Registry
 from ripple.notifications.topics import Topic, parse_topics
 from ripple.subscriptions.store import SubscriptionStore
-from ripple.targets.destinations import build, policy_of, topics_in_use
+from ripple.targets.destinations import build, policy_of
 from ripple.targets.pubsub import PubSubTarget
 from ripple.targets.retry import RetryPolicy
 from ripple.targets.subscription import SubscriptionTarget
@@ -119,20 +117,6 @@ def test_pubsub_arguments(store: SubscriptionStore) -> None:
     assert (target.ordering, target.endpoint, target.timeout_s) == (True, "127.0.0.1:8085", 3.0)
     with pytest.raises(ValueError, match=r"Pub/Sub topic .*: unknown argument 'secret'"):
         build({PHOTOS: Topic(PHOTOS, "", {"secret": "k"})}, store)
-
-
-def test_topics_in_use_adds_every_topic_a_notification_names() -> None:
-    registry = Registry()
-    project = uuid.uuid4()
-    registry.set_bucket(project, "photos", [Destination(PHOTOS)])
-    registry.set_bucket(project, "logs", [Destination("hooks", "Logs")])
-    configured = {"hooks": Topic("hooks", "http://127.0.0.1:1/x"), "spare": Topic("spare")}
-    topics = topics_in_use(configured, registry)
-    assert topics == {
-        "hooks": configured["hooks"],  # the configuration wins
-        "spare": configured["spare"],  # configured but unused: still built (pull-only)
-        PHOTOS: Topic(PHOTOS),
-    }
 
 
 @pytest.mark.parametrize(

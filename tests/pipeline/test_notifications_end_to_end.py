@@ -8,8 +8,8 @@ and subscription made through the pubsub REST API (`/_ripple/pubsub/`) get uploa
 in pages and acknowledged. A notification for `s3:ObjectTagging:*` gets tag changes; one
 with an S3Tags rule only the uploads tagged so, with their tags when the topic asks.
 
-The pipeline runs in a thread as `ripple pipeline run` wires it: a `Reconfigurer` over the
-API's store, checked at the start of every batch."""
+The pipeline runs in a thread as `ripple pipeline run` wires it: its `RoutesAndTargets` follow
+the API's store, checked at the start of every batch."""
 
 from __future__ import annotations
 
@@ -26,9 +26,6 @@ from pyspark.sql import SparkSession
 
 from ripple.metabase import Metabase
 from ripple.notifications.registry import Registry
-from ripple.notifications.store import EventingStore
-from ripple.pipeline.reconfigure import Reconfigurer
-from ripple.subscriptions.store import SubscriptionStore
 from ripple.targets.retry import RetryPolicy
 from tests.gateway.conftest import Running, gateway, s3, services  # noqa: F401
 from tests.gateway.test_notification_tags import with_tag_rules
@@ -59,12 +56,10 @@ def sns(gateway: Running) -> Any:  # noqa: F811
 @contextmanager
 def pipeline(db: Metabase, checkpoint: Path) -> Iterator[RunningPipeline]:
     """The pipeline in a thread, following the API's configuration, until the block ends."""
-    registry = Registry()
     policy = RetryPolicy(base_delay_s=0.01, max_delay_s=0.2)
-    reconfigurer = Reconfigurer({}, registry, EventingStore(db), SubscriptionStore(db), policy)
     url = db.url.render_as_string(hide_password=False)
     with running_pipeline(
-        url, checkpoint, registry, {}, db.writer, policy=policy, reconfigurer=reconfigurer
+        url, checkpoint, Registry(), {}, db.writer, policy=policy, configured={}
     ) as deliverer:
         yield deliverer
 

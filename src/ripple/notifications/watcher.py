@@ -7,7 +7,7 @@ snapshot and hands it to `on_change`. The gateway applies the snapshot's routes
 (`ConfigSnapshot.routes`) to its registry (which buckets have eventing: their transactions
 write change records); a process that made a change itself calls `refresh()` at once. The
 pipeline does not need the thread: it checks the generation at the start of every batch
-(`ripple.pipeline.reconfigure`), so routing and targets change together, between batches.
+(`ripple.pipeline.assemble`), so routing and targets change together, between batches.
 """
 
 from __future__ import annotations

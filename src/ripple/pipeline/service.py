@@ -27,8 +27,8 @@ from ripple.metabase import Metabase
 from ripple.metabase.migrate import current_revision, head_revision
 from ripple.notifications.registry import Registry
 from ripple.notifications.store import EventingStore
+from ripple.pipeline.assemble import RoutesAndTargets
 from ripple.pipeline.job import JobSettings, is_hadoop_path, run, worker_setup
-from ripple.pipeline.reconfigure import Reconfigurer
 from ripple.pipeline.session import is_local_master
 from ripple.pipeline.tasks import WorkerSetup
 from ripple.snapshotter import shared as shared_snapshotters
@@ -90,7 +90,8 @@ class Pipeline:
                 "that cannot open this machine's SQLite metabase: set RIPPLE_DATABASE_URL to a "
                 "PostgreSQL database they can reach"
             )
-        registry = Registry.from_settings(settings)
+        phase1 = settings.eventing_buckets
+        registry = Registry()  # its routes are set with the targets, before any write
         metabase = Metabase(settings.effective_database_url, eventing=registry.is_eventing)
         try:
             revision, head = current_revision(metabase), head_revision()
@@ -99,11 +100,15 @@ class Pipeline:
                     f"the metabase at {metabase.url.render_as_string(hide_password=True)} is at "
                     f"schema revision {revision}, not {head}: run `ripple db upgrade` first"
                 )
-            reconfigurer = Reconfigurer(
-                settings.topics, registry, EventingStore(metabase), SubscriptionStore(metabase)
+            routes_and_targets = RoutesAndTargets(
+                settings.topics,
+                phase1,
+                registry,
+                EventingStore(metabase),
+                SubscriptionStore(metabase),
             )
             try:
-                destinations = reconfigurer.initial()
+                destinations = routes_and_targets.assemble()
             except ValueError as e:
                 raise PipelineError(str(e)) from e
         except BaseException:
@@ -124,7 +129,7 @@ class Pipeline:
         setup = worker_setup(
             job,
             topics=dict(settings.topics),
-            static_routes=dict(settings.eventing_buckets),
+            static_routes=dict(phase1),
             guard=DestinationGuard.from_settings(settings),
             snapshotters=settings.snapshotters,
         )

@@ -55,10 +55,10 @@ from ripple.notifications.registry import Destination, Registry
 from ripple.notifications.store import EventingStore
 from ripple.notifications.topics import Topic
 from ripple.pipeline import outcomes
+from ripple.pipeline.assemble import RoutesAndTargets
 from ripple.pipeline.deliver import Deliverer
 from ripple.pipeline.leases import Lease, lease_mark
 from ripple.pipeline.queue import RetryQueue
-from ripple.pipeline.reconfigure import Reconfigurer
 from ripple.pipeline.route import route_table
 from ripple.pipeline.source import DEFAULT_CONSUMER, read_ranges
 from ripple.pipeline.transform import EVENT_SCHEMA, BatchMapper, Owners
@@ -160,33 +160,35 @@ def _build(setup: WorkerSetup) -> Parts:
         set_default_guard(setup.guard)
     shared_snapshotters.configure(setup.snapshotters)
     shared_snapshotters.configure_remote(setup.snapshotter_addresses)
-    registry = Registry(setup.static_routes)
+    registry = Registry()  # its routes are set before any write
     metabase = Metabase(setup.database_url, eventing=registry.is_eventing)
     queue = RetryQueue(metabase.writer)
-    reconfigurer: Reconfigurer | None = None
+    routes_and_targets: RoutesAndTargets | None = None
     try:
         if setup.targets is not None:
+            registry.replace_static(setup.static_routes)
             registry.replace_api(setup.routes or {})
             built = setup.targets(metabase)
         else:
-            reconfigurer = Reconfigurer(
+            routes_and_targets = RoutesAndTargets(
                 setup.topics,
+                setup.static_routes,
                 registry,
                 EventingStore(metabase),
                 SubscriptionStore(metabase),
                 setup.default_policy,
             )
-            built = reconfigurer.initial()
+            built = routes_and_targets.assemble()
         deliverer = Deliverer(
             built.targets, queue, built.policies, default_policy=setup.default_policy
         )
-        if reconfigurer is not None:
-            reconfigurer.deliverer = deliverer
+        if routes_and_targets is not None:
+            routes_and_targets.deliverer = deliverer
         deliverer.open()
     except BaseException:
         metabase.dispose()
         raise
-    reconfigure = reconfigurer.check if reconfigurer is not None else None
+    reconfigure = routes_and_targets.check if routes_and_targets is not None else None
     return Parts(metabase, registry, deliverer, Owners(setup.database_url), reconfigure)
 
 

@@ -1,10 +1,9 @@
 """The pipeline's targets, built from its topics.
 
-Each topic the bucket notifications name gets the target its push endpoint says (a webhook,
-Google Pub/Sub, or none when it is pull-only) and, always, its pull subscriptions. A topic a
-notification names but the configuration does not describe takes the defaults of
-`ripple.notifications.topics`. The retry arguments of a topic set the retry policy of its
-push target:
+Each topic gets the target its push endpoint says (a webhook, Google Pub/Sub, or none when
+it is pull-only) and, always, its pull subscriptions; which topics the pipeline has is the
+business of `ripple.pipeline.assemble`. The retry arguments of a topic set the retry policy
+of its push target:
 
 | argument | default | meaning |
 |---|---|---|
@@ -39,7 +38,6 @@ from dataclasses import dataclass, field, replace
 
 from ripple.events.names import BUCKET_EVENT_NAMES, matches
 from ripple.notifications.arguments import choice, flag, positive, whole
-from ripple.notifications.registry import Registry
 from ripple.notifications.topics import (
     INCLUDE_METADATA,
     INCLUDE_TAGS,
@@ -56,7 +54,7 @@ from ripple.targets.opaque import OpaqueDataTarget
 from ripple.targets.retry import RetryPolicy
 from ripple.targets.subscription import SubscriptionTarget
 
-__all__ = ["BUILDERS", "Destinations", "build", "policy_of", "push_target", "topics_in_use"]
+__all__ = ["BUILDERS", "Destinations", "build", "policy_of", "push_target"]
 
 ORDERING = "ordering"
 ORDERINGS = ("per-key", "off")
@@ -151,15 +149,6 @@ class Destinations:
 
     targets: dict[str, list[Target]] = field(default_factory=dict)
     policies: dict[str, RetryPolicy] = field(default_factory=dict)
-
-
-def topics_in_use(configured: Mapping[str, Topic], registry: Registry) -> dict[str, Topic]:
-    """The configured topics, plus every topic a bucket's notification names."""
-    topics = dict(configured)
-    for project_id, bucket in registry.buckets():
-        for destination in registry.destinations(project_id, bucket):
-            topics.setdefault(destination.topic, Topic(destination.topic))
-    return topics
 
 
 def policy_of(topic: Topic, default: RetryPolicy | None = None) -> RetryPolicy:

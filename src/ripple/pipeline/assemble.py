@@ -1,14 +1,18 @@
-"""The running pipeline follows the eventing configuration made through the APIs.
+"""The pipeline's routes and targets, assembled from the eventing configuration.
 
-At the start of every batch, and between batches every drain interval, the pipeline asks
-the database for the configuration's generation (one indexed query). When it moved, it
-loads the topics and bucket notifications, builds targets for the topics that are new or
-changed (a topic whose endpoint and arguments are unchanged keeps its target and
-connections), and swaps the `Deliverer`'s targets and the registry's routes together while
-no batch is between routing and delivery (`Deliverer.exclusive`), so no event is routed to
-a topic without a target. A configuration change thus reaches the pipeline within a drain
-interval; the change records of a bucket's first events come after its configuration, so
-the batch that holds them sees it.
+From configuration to routes: the phase-1 list is the registry's static routes and a
+snapshot of the API configuration its API routes (`ConfigSnapshot.routes`). To targets: the
+configuration file's topics, a default one for each the phase-1 list names otherwise, and
+the snapshot's topics, each built by `ripple.targets.destinations.build`.
+
+`RoutesAndTargets` does it at start (`assemble`) and again, at the start of every batch and
+between batches every drain interval, when the configuration's generation moved (`check`:
+one indexed query). A topic whose endpoint and arguments are unchanged keeps its targets
+and connections; new and changed topics get new ones. The `Deliverer`'s targets and the
+registry's routes are swapped together while no batch is between routing and delivery
+(`Deliverer.exclusive`), so no event is routed to a topic without a target. A configuration
+change thus reaches the pipeline within a drain interval; the change records of a bucket's
+first events come after its configuration, so the batch that holds them sees it.
 
 A topic that cannot be built (its destination refused, say) is logged and kept pull-only:
 its subscriptions still get its events. One that is built but cannot be opened (a broker
@@ -21,47 +25,53 @@ from __future__ import annotations
 import logging
 from collections.abc import Mapping
 
+from ripple.notifications.phase1 import BucketKey
 from ripple.notifications.registry import Registry
 from ripple.notifications.store import ConfigSnapshot, EventingStore
 from ripple.notifications.topics import PULL_ONLY, Topic
 from ripple.pipeline.deliver import Deliverer
 from ripple.subscriptions.store import SubscriptionStore
 from ripple.targets.base import Target
-from ripple.targets.destinations import Destinations, build, topics_in_use
+from ripple.targets.destinations import Destinations, build
 from ripple.targets.retry import RetryPolicy
 
-__all__ = ["Reconfigurer"]
+__all__ = ["RoutesAndTargets"]
 
 log = logging.getLogger(__name__)
 
 
-class Reconfigurer:
+class RoutesAndTargets:
     def __init__(
         self,
-        configured: Mapping[str, Topic],  # the topics of the configuration file
-        registry: Registry,
-        store: EventingStore,
+        topics: Mapping[str, Topic],  # the configuration file's
+        phase1: Mapping[BucketKey, str],  # the phase-1 list: each bucket's Pub/Sub topic
+        registry: Registry,  # the routes, set here
+        store: EventingStore,  # the API configuration
         subscriptions: SubscriptionStore,
         default: RetryPolicy | None = None,
     ) -> None:
-        self.configured = dict(configured)
+        self.topics = dict(topics)
+        self.phase1 = dict(phase1)
         self.registry = registry
         self.store = store
         self.subscriptions = subscriptions
         self.default = default
         self.generation = -1
         self.deliverer: Deliverer | None = None  # set once built; reconfigured from then on
-        self.static: dict[str, Topic] = {}  # the file's topics and the phase-1 list's
+        # the topics of the file and the phase-1 list: built at start, refused if wrong
+        self.static = dict(self.topics)
+        for _bucket, name in sorted(self.phase1.items()):
+            self.static.setdefault(name, Topic(name))
         self._built: dict[str, tuple[Topic, list[Target], dict[str, RetryPolicy]]] = {}
 
-    def initial(self) -> Destinations:
-        """Load the configuration and build every topic's targets (`ValueError` for a topic
-        of the configuration file that is wrong: that stops the start)."""
+    def assemble(self) -> Destinations:
+        """Set the registry's routes and build every topic's targets (`ValueError` for a
+        topic of the configuration file that is wrong: that stops the start)."""
         snapshot = self.store.snapshot()
-        self.static = topics_in_use(self.configured, self.registry)  # before API routes
         for name, topic in self.static.items():
             self._build(name, topic, strict=True)
         destinations = self._apply(snapshot)
+        self.registry.replace_static(self.phase1)
         self.registry.replace_api(snapshot.routes())
         return destinations
 
@@ -96,6 +106,8 @@ class Reconfigurer:
         return True
 
     def _apply(self, snapshot: ConfigSnapshot) -> Destinations:
+        """The targets of the static topics and the snapshot's, building those that are new
+        or changed and dropping those that are gone."""
         wanted = dict(self.static)
         for arn, stored in snapshot.topics.items():
             wanted[arn] = stored.topic
