@@ -107,10 +107,15 @@ class Settings:
 
     @property
     def guard(self) -> DestinationGuard:
-        """The destination guard `mode` and `destinations.allow` ask for (`load_settings`
-        already checked them; `ConfigError` naming the entry otherwise)."""
+        """The destination guard `mode`, `destinations.allow` and
+        `topics.allow-secrets-in-cleartext` ask for (`load_settings` already checked them;
+        `ConfigError` naming the entry otherwise)."""
         try:
-            return DestinationGuard.from_settings(self)
+            return DestinationGuard(
+                self.destinations_allow,
+                self.mode,
+                secrets_in_cleartext=self.topics_allow_secrets_in_cleartext,
+            )
         except ValueError as e:
             raise ConfigError(str(e)) from e
 

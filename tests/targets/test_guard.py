@@ -103,10 +103,8 @@ def test_an_unknown_mode_is_refused() -> None:
         DestinationGuard("", "staging")
 
 
-def test_from_settings_and_the_default_guard() -> None:
-    guard = DestinationGuard.from_settings(
-        Settings(mode="production", destinations_allow="10.0.0.0/8,*.internal.test")
-    )
+def test_the_guard_of_the_settings_and_the_default_guard() -> None:
+    guard = Settings(mode="production", destinations_allow="10.0.0.0/8,*.internal.test").guard
     assert (guard.mode, guard.enforcing) == ("production", True)
     assert [str(n) for n in guard.networks] == ["10.0.0.0/8"]
     assert guard.patterns == ("*.internal.test",)
@@ -115,7 +113,7 @@ def test_from_settings_and_the_default_guard() -> None:
     assert set_default_guard(guard) is default
     assert default_guard() is guard
     assert not guard.secrets_in_cleartext
-    allowing = DestinationGuard.from_settings(Settings(topics_allow_secrets_in_cleartext=True))
+    allowing = Settings(topics_allow_secrets_in_cleartext=True).guard
     assert allowing.secrets_in_cleartext
     assert "secrets_in_cleartext=True" in repr(allowing)
 
@@ -308,7 +306,7 @@ def test_webhook_allowed_delivers_to_the_checked_address(
     hooks: HookServer, dns: dict[str, list[str]], monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
     monkeypatch.chdir(tmp_path)  # no ripple.toml of the working directory
-    set_default_guard(DestinationGuard.from_settings(load_settings(environ=ALLOW_LOOPBACK)))
+    set_default_guard(load_settings(environ=ALLOW_LOOPBACK).guard)
     assert publish_once(WebhookTarget(WebhookConfig(url=hooks.url))) == [Result(Outcome.OK)] * 2
     # a name: the request goes to the address the guard checked, with the name as Host
     dns["hooks.example.test"] = ["127.0.0.1"]
@@ -364,7 +362,7 @@ def test_amqp_allowed_delivers_through_the_checked_address(
     tmp_path: Path,
 ) -> None:
     monkeypatch.chdir(tmp_path)
-    set_default_guard(DestinationGuard.from_settings(load_settings(environ=ALLOW_LOOPBACK)))
+    set_default_guard(load_settings(environ=ALLOW_LOOPBACK).guard)
     route = fresh_route()
     try:
         try:

@@ -20,7 +20,7 @@ from ripple.identity import Keyring
 from ripple.metabase import Metabase
 from ripple.notifications.registry import Registry
 from ripple.snapshotter import shared as shared_snapshotters
-from ripple.targets.guard import DestinationGuard, set_default_guard
+from ripple.targets.guard import set_default_guard
 
 
 class GatewayError(Exception):
@@ -38,7 +38,7 @@ def build_services(settings: Settings, db: Metabase, registry: Registry | None =
     """The gateway's services. `registry` is the one `db` asks which buckets have eventing
     (`open_metabase` makes both); without it, a registry of the static list is made."""
     try:  # the topic API checks destinations with it, and snapshot:// names with these
-        set_default_guard(DestinationGuard.from_settings(settings))
+        set_default_guard(settings.guard)
         shared_snapshotters.configure(settings.snapshotters)
     except ValueError as e:
         raise GatewayError(str(e)) from e

@@ -34,7 +34,7 @@ from ripple.pipeline.tasks import WorkerSetup
 from ripple.snapshotter import shared as shared_snapshotters
 from ripple.subscriptions.store import SubscriptionStore
 from ripple.targets.destinations import Destinations
-from ripple.targets.guard import DestinationGuard, set_default_guard
+from ripple.targets.guard import set_default_guard
 
 __all__ = ["Pipeline", "PipelineError", "parse_address"]
 
@@ -79,7 +79,7 @@ class Pipeline:
         if metrics_address is not None:
             metrics = parse_address(metrics_address, "the metrics address")
         try:  # before any target is built: they all ask it
-            set_default_guard(DestinationGuard.from_settings(settings))
+            set_default_guard(settings.guard)
             shared_snapshotters.configure(settings.snapshotters)  # snapshot:// names these
         except ValueError as e:
             raise PipelineError(str(e)) from e
@@ -130,7 +130,7 @@ class Pipeline:
             job,
             topics=dict(settings.topics),
             static_routes=dict(phase1),
-            guard=DestinationGuard.from_settings(settings),
+            guard=settings.guard,
             snapshotters=settings.snapshotters,
         )
         return cls(settings, job, metabase, registry, destinations, setup, metrics)

@@ -58,12 +58,8 @@ from __future__ import annotations
 import ipaddress
 import re
 import socket
-from typing import TYPE_CHECKING
 
 from ripple.targets.grpc_targets import LOCAL_SCHEMES, local_entry, parse_grpc_target
-
-if TYPE_CHECKING:
-    from ripple.config import Settings
 
 __all__ = ["MODES", "DestinationGuard", "DestinationRefused", "default_guard", "set_default_guard"]
 
@@ -132,7 +128,9 @@ def _normal(host: str) -> str:
 
 
 class DestinationGuard:
-    """Which destinations may be connected to: see the module docstring."""
+    """Which destinations may be connected to: see the module docstring. Made of plain
+    values, the allow list and the mode (`ripple.config.Settings.guard` makes the one the
+    settings ask for); `ValueError` naming the entry if the list is malformed."""
 
     def __init__(
         self, allow: str = "", mode: str = "dev", *, secrets_in_cleartext: bool = False
@@ -167,16 +165,6 @@ class DestinationGuard:
         self.patterns = tuple(patterns)
         self.pubsub_projects = frozenset(projects)
         self.local_sockets = frozenset(sockets)
-
-    @classmethod
-    def from_settings(cls, settings: Settings) -> DestinationGuard:
-        """The guard `mode`, `destinations.allow` and `topics.allow-secrets-in-cleartext`
-        ask for (`ValueError` if malformed)."""
-        return cls(
-            settings.destinations_allow,
-            settings.mode,
-            secrets_in_cleartext=settings.topics_allow_secrets_in_cleartext,
-        )
 
     @property
     def enforcing(self) -> bool:
