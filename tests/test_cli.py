@@ -234,7 +234,7 @@ def test_up_with_bad_config_file(runner: CliRunner, tmp_path: Path) -> None:
 def test_bad_config_variable(runner: CliRunner, tmp_path: Path) -> None:
     result = runner.invoke(cli, ["up"], env={"RIPPLE_MODE": "staging"})
     assert result.exit_code != 0
-    assert "mode must be one of dev, production, got 'staging'" in result.output
+    assert "mode (RIPPLE_MODE) must be one of dev, production, got 'staging'" in result.output
     assert not (tmp_path / ".ripple").exists()
 
 

@@ -309,7 +309,7 @@ def test_bad_bucket_eventing_buckets_in_file_list(tmp_path: Path) -> None:
     bad = f"{PROJECT}:logs:projects/my-team/topics/goog-logs"
     _write(tmp_path / "ripple.toml", f'[bucket-eventing]\nbuckets = ["{PHOTOS}", "{bad}"]\n')
     message = _error(environ={})
-    assert message.startswith(EVENTING_PREFIX)
+    assert message.startswith(f"ripple.toml: {EVENTING_PREFIX}")  # the file's list
     assert f"{bad!r}: topic id 'goog-logs'" in message
 
 

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import click
 
 from ripple.cli.common import console, open_metabase, settings_of
@@ -39,7 +37,7 @@ def gc(ctx: click.Context, grace: float, dry_run: bool) -> None:
     try:
         found = collect(
             db,
-            ObjectData(Path(settings.data_dir) / "objects"),
+            ObjectData(settings.data_dir / "objects"),
             grace_seconds=grace,
             dry_run=dry_run,
         )

@@ -14,7 +14,6 @@ from __future__ import annotations
 import logging
 import threading
 from datetime import UTC, datetime
-from pathlib import Path
 
 import click
 from prometheus_client import Counter
@@ -177,7 +176,7 @@ def _open(settings: Settings) -> Metabase:
 
 
 def _data_remover(settings: Settings) -> Removed | None:
-    root = Path(settings.data_dir) / "objects"
+    root = settings.data_dir / "objects"
     return free_data(ObjectData(root)) if root.is_dir() else None
 
 

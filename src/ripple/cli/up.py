@@ -73,7 +73,7 @@ def up(ctx: click.Context) -> None:
             table.add_row(name, str(count))
         table.add_row("S3 endpoint", gateway.url)
         table.add_row("gateway processes", str(gateway.workers))
-        interval = int(settings.lifecycle_interval)
+        interval = settings.lifecycle_interval
         table.add_row("lifecycle runs", f"every {interval} s" if interval else "off")
         # lifecycle rules applied now and every lifecycle.interval seconds (0: never)
         data = ObjectData(settings.data_dir / "objects")

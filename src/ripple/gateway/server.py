@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import socket
 import threading
-from pathlib import Path
 
 import uvicorn
 
@@ -42,18 +41,18 @@ def build_services(settings: Settings, db: Metabase, registry: Registry | None =
         shared_snapshotters.configure(settings.snapshotters)
     except ValueError as e:
         raise GatewayError(str(e)) from e
-    data_dir = Path(settings.data_dir)
+    data_dir = settings.data_dir
     return Services(
         db=db,
         data=ObjectData(data_dir / "objects"),
         keyring=Keyring(db, data_dir),
-        deletes=RateLimit(db, "delete", float(settings.delete_rate), float(settings.delete_burst)),
+        deletes=RateLimit(db, "delete", settings.delete_rate, settings.delete_burst),
         region=settings.effective_region,
         enforce_region=bool(settings.region),
         domain=settings.s3_domain,
         registry=registry or Registry.from_settings(settings),
         allow_secrets_in_cleartext=settings.topics_allow_secrets_in_cleartext,
-        max_rename_keys=int(settings.max_rename_keys),
+        max_rename_keys=settings.max_rename_keys,
     )
 
 
