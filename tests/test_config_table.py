@@ -1,5 +1,5 @@
 """The settings table: each row's parser types its value and refuses a bad one with one line
-naming the key and variable."""
+naming the key and variable, and docs/configuration.md's table is the table rendered."""
 
 from __future__ import annotations
 
@@ -23,7 +23,9 @@ from ripple.config.parsers import (
     Text,
     WholeNumber,
 )
+from ripple.config.reference import BEGIN, END, render, rewritten
 
+ROOT = Path(__file__).resolve().parents[1]
 ROWS = {row.key: row for row in SETTINGS}
 
 # a variable's value each kind refuses (Text takes any string: only a TOML type is wrong)
@@ -143,3 +145,22 @@ def test_an_integer_of_5000_digits_is_refused_cleanly(tmp_path: Path, row: Setti
     assert _error(config).startswith(f"{config}: {row.name} must be ")
     config.write_text(f"{row.key} = {'9' * 4000}\n", encoding="utf-8")  # a TOML integer
     assert _error(config).endswith("got a number of more than 30 digits")
+
+
+def test_the_settings_table_of_the_docs_is_the_rendered_table() -> None:
+    page = (ROOT / "docs" / "configuration.md").read_text(encoding="utf-8")
+    assert page == rewritten(page), (
+        "docs/configuration.md's settings table differs from ripple.config.settings: "
+        "regenerate it with `python -m ripple.config` in the repository's root"
+    )
+
+
+def test_the_rendered_table_has_a_line_per_setting_and_file_table() -> None:
+    lines = render().splitlines()
+    assert len(lines) == 2 + len(SETTINGS) + 2
+    for row, line in zip(SETTINGS, lines[2:], strict=False):
+        assert line.startswith(f"| `{row.key}` | `{row.variable}` | ")
+        assert row.parser.accepts in line
+    with pytest.raises(ValueError, match="markers"):
+        rewritten(f"# Configuration\n{BEGIN}\n")
+    assert rewritten(f"a\n{BEGIN}\nstale\n{END}\nb\n") == f"a\n{BEGIN}\n\n{render()}\n{END}\nb\n"

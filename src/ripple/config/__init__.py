@@ -4,8 +4,9 @@ The embedded defaults need neither: SQLite in the data directory, the S3 gateway
 127.0.0.1:9000, Spark `local[*]`. One table drives it all: each field of `Settings` is a
 row (`ripple.config.table.Setting`) giving the key, the variable, the parser
 (`ripple.config.parsers`), the default and a line of help, from which `load_settings`
-(`ripple.config.load`) reads and checks every value. Every problem is reported as one
-`ConfigError` line that names the key and variable and what they accept.
+(`ripple.config.load`) reads and checks every value and `ripple.config.reference` renders
+the table of docs/configuration.md. Every problem is reported as one `ConfigError` line
+that names the key and variable and what they accept.
 """
 
 from ripple.config.load import DEFAULT_CONFIG_FILE, load_settings
