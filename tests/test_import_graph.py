@@ -16,11 +16,6 @@ import ripple
 SRC = Path(ripple.__file__).resolve().parent  # the ripple under test
 
 # Cycles known and being removed; each entry is deleted with the change that breaks it.
-ALLOWED: list[frozenset[str]] = [
-    # removed when config stops importing targets.guard
-    frozenset({"ripple.config", "ripple.targets.guard"}),
-]
-
 Graph = dict[str, set[str]]
 
 
@@ -131,15 +126,8 @@ def _shown(graph: Graph, components: Iterable[frozenset[str]]) -> str:
 
 def test_no_module_imports_one_that_imports_it_back() -> None:
     graph = import_graph(SRC)
-    cycles = [c for c in cycles_of(graph) if c not in ALLOWED]
+    cycles = cycles_of(graph)
     assert not cycles, "import cycles:\n" + _shown(graph, cycles)
-
-
-def test_every_allowed_cycle_is_still_there() -> None:
-    """An entry of ALLOWED whose cycle is gone is deleted, so that it cannot come back."""
-    found = cycles_of(import_graph(SRC))
-    gone = [sorted(c) for c in ALLOWED if c not in found]
-    assert not gone, f"no longer cycles, delete them from ALLOWED: {gone}"
 
 
 def test_the_graph_counts_every_kind_of_import(tmp_path: Path) -> None:
