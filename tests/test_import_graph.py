@@ -15,7 +15,6 @@ import ripple
 
 SRC = Path(ripple.__file__).resolve().parent  # the ripple under test
 
-# Cycles known and being removed; each entry is deleted with the change that breaks it.
 Graph = dict[str, set[str]]
 
 
