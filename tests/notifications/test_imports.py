@@ -1,5 +1,6 @@
 """Imports flow one way: the targets import the model (`ripple.notifications`) and the pull
-subscriptions (`ripple.subscriptions`), never the other way round, not even for typing."""
+subscriptions (`ripple.subscriptions`), never the other way round, not even for typing; and
+the gateway imports the model, which speaks no HTTP."""
 
 from __future__ import annotations
 
@@ -32,5 +33,15 @@ def test_the_package_imports_nothing_of_the_targets(package: str) -> None:
         for path in sorted((PACKAGE / package).rglob("*.py"))
         for name in imported(path)
         if name == "ripple.targets" or name.startswith("ripple.targets.")
+    }
+    assert found == set()
+
+
+def test_the_model_imports_nothing_of_the_gateway() -> None:
+    found = {
+        f"{path.relative_to(PACKAGE)}: {name}"
+        for path in sorted((PACKAGE / "notifications").rglob("*.py"))
+        for name in imported(path)
+        if name == "ripple.gateway" or name.startswith("ripple.gateway.")
     }
     assert found == set()

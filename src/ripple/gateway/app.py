@@ -56,10 +56,11 @@ from ripple.gateway.auth import (
     grant_access,
 )
 from ripple.gateway.context import RequestContext
-from ripple.gateway.errors import S3Error, from_metabase
+from ripple.gateway.errors import S3Error, from_metabase, from_notifications
 from ripple.gateway.request import S3Request, Services
 from ripple.gateway.routes import Handler, route
 from ripple.metabase.errors import MetabaseError
+from ripple.notifications.errors import NotificationError
 
 log = logging.getLogger("ripple.gateway")
 
@@ -168,6 +169,10 @@ def create_app(services: Services) -> GatewayApp:
         except MetabaseError as e:
             response = error_response(
                 from_metabase(e), context, _resource(req), http.method, has_body=sent_body
+            )
+        except NotificationError as e:
+            response = error_response(
+                from_notifications(e), context, _resource(req), http.method, has_body=sent_body
             )
         except ClientDisconnect:
             # the client closed the connection before sending the whole body: nobody to

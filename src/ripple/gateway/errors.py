@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from ripple.metabase.errors import MetabaseError, ObjectNotFound
 from ripple.metabase.get_object import DeleteMarkerVersion
+from ripple.notifications.errors import NotificationError
 
 # S3's HTTP status for each error code the gateway uses.
 STATUS: dict[str, int] = {
@@ -91,6 +92,11 @@ class S3Error(Exception):
 
 def not_implemented(what: str) -> S3Error:
     return S3Error("NotImplemented", f"{what} is not implemented by ripple")
+
+
+def from_notifications(error: NotificationError) -> S3Error:
+    """The S3 error a refused notification configuration answers with."""
+    return S3Error(error.code, error.message, extra=error.extra)
 
 
 def from_metabase(error: MetabaseError, resource: str = "") -> S3Error:

@@ -31,13 +31,13 @@ from ripple.gateway.auth import own_bucket
 from ripple.gateway.body import read_document
 from ripple.gateway.credentials import is_secret, redacted
 from ripple.gateway.errors import S3Error
-from ripple.gateway.request import S3Request, principal
-from ripple.gateway.routes import operation
-from ripple.notifications.configuration import (
+from ripple.gateway.notification_xml import (
     notification_configuration_xml,
     parse_notification_configuration,
-    validate_topics,
 )
+from ripple.gateway.request import S3Request, principal
+from ripple.gateway.routes import operation
+from ripple.notifications.configuration import validate_topics
 from ripple.notifications.store import StoredTopic
 from ripple.targets.base import Delivery
 from ripple.targets.destinations import push_target

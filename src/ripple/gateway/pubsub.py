@@ -40,11 +40,7 @@ from ripple.gateway.auth import own_bucket
 from ripple.gateway.credentials import HIDDEN, is_secret, redacted
 from ripple.gateway.errors import S3Error
 from ripple.gateway.request import S3Request, principal, query_number
-from ripple.notifications.configuration import (
-    Notification,
-    notification_configuration_xml,
-    parse_notification_configuration,
-)
+from ripple.notifications.configuration import Notification, check_configuration
 from ripple.notifications.store import StoredTopic, topic_arn
 from ripple.subscriptions.store import (
     DEFAULT_MAX_ENTRIES,
@@ -189,7 +185,7 @@ async def put_notification(req: S3Request, bucket: str) -> Response:
         bucket,
         notification,
         principal(req),
-        check=_check_configuration,
+        check=check_configuration,
     )
     await req.run(req.services.config_changed)
     return Response(status_code=200)
@@ -410,12 +406,6 @@ def _events(value: str) -> tuple[str, ...]:
         if event not in events:
             events.append(event)
     return tuple(events)
-
-
-def _check_configuration(notifications: list[Notification]) -> None:
-    """The bucket's configuration as it would be must pass the S3 API's checks (event types,
-    same-topic overlap, at most 100)."""
-    parse_notification_configuration(notification_configuration_xml(notifications))
 
 
 def _check_name(name: str) -> None:

@@ -1,19 +1,15 @@
-"""Bucket notification configurations: S3's `NotificationConfiguration` document.
+"""Bucket notification configurations: what S3's `NotificationConfiguration` document says,
+checked as S3 checks it (the gateway reads and writes the XML,
+`ripple.gateway.notification_xml`). A bucket's configuration is a list of `Notification`s,
+each sending some events about some keys to a topic:
 
-PutBucketNotificationConfiguration sends it, GetBucketNotificationConfiguration answers with
-it (namespace `http://s3.amazonaws.com/doc/2006-03-01/`, optional on input). A bucket's
-configuration is a list of `Notification`s, each sending some events about some keys to a topic:
-
-    notifications = parse_notification_configuration(body)  # S3Error if invalid
-    validate_topics(notifications, topic_exists)  # S3Error naming every unknown topic
-    body = notification_configuration_xml(notifications)  # the GET document
-    row = json.dumps(notification_to_json(notification))  # stored; notification_from_json
+    n = notification(id_, topic_arn, events, rules)  # NotificationError if invalid
+    check_configuration(notifications)  # each, and all together (overlap, ids, count)
+    validate_topics(notifications, topic_exists)  # NotificationError naming unknown topics
+    row = json.dumps(notification_to_json(n))  # stored; notification_from_json
 
 Decisions, with S3's behaviour where ripple differs:
 
-- Only `TopicConfiguration`. `QueueConfiguration`, `LambdaFunctionConfiguration` and
-  `CloudFunctionConfiguration` are `InvalidArgument` naming the element (they name SQS and
-  Lambda ARNs, which cannot exist in ripple); `EventBridgeConfiguration` is `NotImplemented`.
 - Event types are `s3:` and an event name ripple emits (`ripple.events.names`), or a
   family wildcard: `s3:ObjectCreated:*`, `s3:ObjectRemoved:*`, `s3:ObjectTagging:*`,
   `s3:ObjectAcl:*`, `s3:ObjectMetadata:*`, `s3:ObjectRenamed:*`,
@@ -26,9 +22,7 @@ Decisions, with S3's behaviour where ripple differs:
   all of which the object's metadata must have (names ignore case and an `x-amz-meta-`
   prefix; values are compared exactly). Extension `Filter/S3Tags/FilterRule`: tag key (Name)
   and value, all of which the object's tags must have, compared exactly. Filters look at the
-  key as stored, not URL-encoded. `ripple.notifications.filters` parses and writes them.
-- GET writes the rule names `Prefix` and `Suffix` capitalised, as S3 answers
-  (aws/aws-sdk#389), and `Regex`; metadata and tag rules as they were sent.
+  key as stored, not URL-encoded. `ripple.notifications.filters` checks them.
 - Overlap: S3 refuses two configurations that share an event type (wildcards expanded) and
   whose prefixes overlap and whose suffixes overlap, whatever their destinations. ripple
   sends many notifications per bucket, each to its own topic, so it refuses overlap only
@@ -44,38 +38,27 @@ from __future__ import annotations
 import base64
 import re
 import uuid
-import xml.etree.ElementTree as ET
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
 from ripple.events.names import ALL_EVENT_NAMES, matches
-from ripple.gateway import xml
-from ripple.gateway.errors import S3Error
-from ripple.notifications.filters import (
-    MALFORMED_XML,
-    FilterRules,
-    add_filter,
-    children,
-    invalid,
-    parse_filter,
-)
+from ripple.notifications.errors import NotificationError, invalid
+from ripple.notifications.filters import FilterRules, filter_rules
 from ripple.notifications.registry import Destination
 
 __all__ = [
     "EVENT_TYPES",
-    "MALFORMED_XML",
     "MAX_CONFIGURATIONS",
     "Notification",
-    "notification_configuration_xml",
+    "check_configuration",
+    "notification",
     "notification_from_json",
     "notification_to_json",
-    "parse_notification_configuration",
     "parse_topic_arn",
     "validate_topics",
 ]
 
-S3_NAMESPACE: Final = "http://s3.amazonaws.com/doc/2006-03-01/"
 UNVALIDATED: Final = "Unable to validate the following destination configurations"
 TOPIC_NOT_FOUND: Final = "The destination topic does not exist or is not owned by you"
 AMBIGUOUS: Final = (
@@ -84,7 +67,6 @@ AMBIGUOUS: Final = (
 )
 MAX_CONFIGURATIONS: Final = 100
 MAX_ID_LENGTH: Final = 255
-MAX_BODY_BYTES: Final = 1024 * 1024
 
 # The event types a configuration may name: each event ripple emits, and its family's `*`.
 EVENT_TYPES: Final = tuple(
@@ -95,9 +77,6 @@ EVENT_TYPES: Final = tuple(
 _TOPIC_ARN = re.compile(
     r"arn:(?P<partition>[a-z][a-z0-9-]*):sns:(?P<region>[a-z0-9-]*)"
     r":(?P<account>[^:\s]+):(?P<name>[^:\s]+)"
-)
-_UNSUPPORTED = frozenset(
-    {"QueueConfiguration", "LambdaFunctionConfiguration", "CloudFunctionConfiguration"}
 )
 
 
@@ -162,28 +141,61 @@ def parse_topic_arn(arn: str) -> tuple[str, str, str]:
     return match["region"], match["account"], match["name"]
 
 
-def parse_notification_configuration(body: bytes) -> list[Notification]:
-    """The notifications of a PutBucketNotificationConfiguration body; S3Error if invalid.
+def notification(
+    id_: str,
+    topic_arn: str,
+    events: Sequence[str],
+    key_rules: Sequence[tuple[str, str]] = (),
+    metadata_rules: Sequence[tuple[str, str]] = (),
+    tag_rules: Sequence[tuple[str, str]] = (),
+) -> Notification:
+    """One TopicConfiguration as sent (values stripped, filter rules as sent); an empty
+    `id_` gets one that looks like S3's. NotificationError naming the first thing wrong:
+    the Id, the Topic, an Event, then the filter rules."""
+    id_ = id_.strip() or _generated_id()
+    if len(id_) > MAX_ID_LENGTH:
+        raise invalid(f"The Id is longer than {MAX_ID_LENGTH} characters", "Id", id_)
+    topic_arn = topic_arn.strip()
+    if not topic_arn:
+        raise invalid(
+            "A TopicConfiguration needs a Topic: arn:aws:sns:REGION:ACCOUNT:NAME", "Topic", ""
+        )
+    try:
+        parse_topic_arn(topic_arn)
+    except ValueError:
+        raise invalid("The ARN is not well formed", "Topic", topic_arn) from None
+    chosen: list[str] = []
+    for event in (e.strip() for e in events):
+        if event not in EVENT_TYPES:
+            raise invalid("The event is not supported for notifications", "Event", event)
+        if event not in chosen:
+            chosen.append(event)
+    if not chosen:
+        raise invalid("A TopicConfiguration needs at least one Event", "Event", "")
+    rules = filter_rules(key_rules, metadata_rules, tag_rules)
+    return Notification(
+        id_,
+        topic_arn,
+        tuple(chosen),
+        rules.prefix,
+        rules.suffix,
+        rules.regex,
+        rules.metadata,
+        rules.tags,
+    )
 
-    An empty `<NotificationConfiguration/>` gives an empty list: no notifications.
-    """
-    root = _parse(body)
-    notifications: list[Notification] = []
-    allowed = {"TopicConfiguration", "EventBridgeConfiguration", *_UNSUPPORTED}
-    for child in children(root, allowed, repeated=allowed):
-        if child.tag == "EventBridgeConfiguration":
-            raise S3Error("NotImplemented", "EventBridgeConfiguration is not implemented by ripple")
-        if child.tag in _UNSUPPORTED:
-            raise invalid(
-                f"ripple supports only TopicConfiguration; {child.tag} is not supported",
-                "NotificationConfiguration",
-                child.tag,
-            )
-        notifications.append(_topic_configuration(child))
+
+def check_configuration(notifications: Sequence[Notification]) -> None:
+    """A bucket's whole configuration, as S3 checks it: at most 100 configurations, unique
+    Ids, no two sending one event to one topic (NotificationError); each one checked again
+    as `notification` checks what is sent (for configurations not made by it)."""
+    for n in notifications:
+        rules = n.filter_rules
+        notification(n.id, n.topic_arn, n.events, rules.key_rules(), n.metadata, n.tags)
     if (count := len(notifications)) > MAX_CONFIGURATIONS:
         message = f"too many TopicConfigurations: {count}; the limit is {MAX_CONFIGURATIONS}"
         raise invalid(message, "TopicConfiguration", str(count))
-    ids = [notification.id for notification in notifications]
+    ids = [n.id for n in notifications]
     for id_ in ids:
         if ids.count(id_) > 1:
             raise invalid(
@@ -193,13 +205,13 @@ def parse_notification_configuration(body: bytes) -> list[Notification]:
         for second in notifications[i + 1 :]:
             if _overlap(first, second):
                 raise invalid(AMBIGUOUS, "Id", f"{first.id}, {second.id}")
-    return notifications
 
 
 def validate_topics(
     notifications: Iterable[Notification], topic_exists: Callable[[str], bool]
 ) -> None:
-    """Raise one S3Error naming every topic ARN for which `topic_exists` is False, as S3 does:
+    """Raise one NotificationError naming every topic ARN for which `topic_exists` is False,
+    as S3 does:
     `ArgumentName1`/`ArgumentValue1`, `ArgumentName2`/... in the order of first mention."""
     checked: set[str] = set()
     missing: list[str] = []
@@ -214,21 +226,7 @@ def validate_topics(
         for number, arn in enumerate(missing, start=1):
             extra[f"ArgumentName{number}"] = arn
             extra[f"ArgumentValue{number}"] = TOPIC_NOT_FOUND
-        raise S3Error("InvalidArgument", UNVALIDATED, extra=extra)
-
-
-def notification_configuration_xml(notifications: Iterable[Notification]) -> bytes:
-    """The GetBucketNotificationConfiguration document of these notifications."""
-    root = ET.Element("NotificationConfiguration", xmlns=S3_NAMESPACE)
-    for notification in notifications:
-        element = ET.SubElement(root, "TopicConfiguration")
-        _add(element, "Id", notification.id)
-        _add(element, "Topic", notification.topic_arn)
-        for event in notification.events:
-            _add(element, "Event", event)
-        add_filter(element, notification.filter_rules)
-    body: bytes = ET.tostring(root, encoding="utf-8")
-    return b'<?xml version="1.0" encoding="UTF-8"?>\n' + body
+        raise NotificationError("InvalidArgument", UNVALIDATED, extra)
 
 
 def notification_to_json(notification: Notification) -> dict[str, Any]:
@@ -263,51 +261,6 @@ def notification_from_json(data: Mapping[str, Any]) -> Notification:
         raise ValueError(f"not a stored notification ({e!r}): {data!r}") from e
 
 
-def _parse(body: bytes) -> ET.Element:
-    """The document's root, parsed as every S3 request document is (`gateway.xml.parse`:
-    no DTD, no unknown encoding), refused with S3's own message for this API."""
-    try:
-        return xml.parse(body, root="NotificationConfiguration", limit=MAX_BODY_BYTES)
-    except S3Error:
-        raise S3Error("MalformedXML", MALFORMED_XML) from None
-
-
-def _topic_configuration(element: ET.Element) -> Notification:
-    children(element, {"Id", "Topic", "Event", "Filter"}, repeated={"Event"})
-    id_ = (element.findtext("Id") or "").strip() or _generated_id()
-    if len(id_) > MAX_ID_LENGTH:
-        raise invalid(f"The Id is longer than {MAX_ID_LENGTH} characters", "Id", id_)
-    topic = (element.findtext("Topic") or "").strip()
-    if not topic:
-        raise invalid(
-            "A TopicConfiguration needs a Topic: arn:aws:sns:REGION:ACCOUNT:NAME", "Topic", ""
-        )
-    try:
-        parse_topic_arn(topic)
-    except ValueError:
-        raise invalid("The ARN is not well formed", "Topic", topic) from None
-    events: list[str] = []
-    for event_element in element.findall("Event"):
-        event = (event_element.text or "").strip()
-        if event not in EVENT_TYPES:
-            raise invalid("The event is not supported for notifications", "Event", event)
-        if event not in events:
-            events.append(event)
-    if not events:
-        raise invalid("A TopicConfiguration needs at least one Event", "Event", "")
-    rules = parse_filter(element.find("Filter"))
-    return Notification(
-        id_,
-        topic,
-        tuple(events),
-        rules.prefix,
-        rules.suffix,
-        rules.regex,
-        rules.metadata,
-        rules.tags,
-    )
-
-
 def _overlap(first: Notification, second: Notification) -> bool:
     """Could one event go to the same topic through both configurations?"""
     return (
@@ -324,10 +277,6 @@ def _selected(events: Sequence[str]) -> frozenset[str]:
 
 def _generated_id() -> str:
     return base64.b64encode(str(uuid.uuid4()).encode()).decode()
-
-
-def _add(parent: ET.Element, tag: str, text: str) -> None:
-    ET.SubElement(parent, tag).text = text
 
 
 def _text(value: Any) -> str:

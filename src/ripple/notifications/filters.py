@@ -1,7 +1,8 @@
-"""The `Filter` element of a TopicConfiguration: key, metadata and tag filter rules.
+"""The filter rules of a bucket notification: key, metadata and tag rules, checked as S3
+checks a TopicConfiguration's `Filter` (the gateway reads and writes its XML,
+`ripple.gateway.notification_xml`).
 
-    rules = parse_filter(element)  # S3Error (InvalidArgument) if a rule is wrong
-    add_filter(topic_configuration, rules)  # the GET document's Filter, if any rule
+    rules = filter_rules(key, metadata, tags)  # (Name, Value) pairs as sent; NotificationError
 
 - `S3Key/FilterRule`: Name `prefix` or `suffix` (any case), as in S3, plus the extension
   `regex`, a Python regular expression the whole key must match.
@@ -19,20 +20,16 @@ Every error is `InvalidArgument` with ArgumentName `FilterRule` and the rule in 
 from __future__ import annotations
 
 import re
-import xml.etree.ElementTree as ET
-from collections.abc import Collection
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Final
 
-from ripple.gateway.errors import S3Error
 from ripple.metabase.object_tagging import MAX_KEY_LENGTH, MAX_TAGS, MAX_VALUE_LENGTH
+from ripple.notifications.errors import invalid
 from ripple.notifications.registry import metadata_name
 
-__all__ = ["FilterRules", "add_filter", "children", "invalid", "parse_filter"]
+__all__ = ["FilterRules", "filter_rules"]
 
-MALFORMED_XML: Final = (
-    "The XML you provided was not well-formed or did not validate against our published schema"
-)
 MAX_FILTER_VALUE_LENGTH: Final = 1024
 MAX_TAG_RULES: Final = MAX_TAGS
 _KEY_RULE_NAMES: Final = ("Prefix", "Suffix", "Regex")  # as GET writes them
@@ -50,14 +47,23 @@ class FilterRules:
     metadata: Rules = ()
     tags: Rules = ()
 
+    def key_rules(self) -> Rules:
+        """The key rules as a GET answers them: `Prefix`, `Suffix` and `Regex`, as S3 writes
+        them (aws/aws-sdk#389), each only if set."""
+        values = (self.prefix, self.suffix, self.regex)
+        return tuple((name, v) for name, v in zip(_KEY_RULE_NAMES, values, strict=True) if v)
 
-def parse_filter(element: ET.Element | None) -> FilterRules:
-    """The rules of a TopicConfiguration's `Filter` (None: no filter, no rules)."""
-    if element is None:
-        return FilterRules()
-    children(element, {"S3Key", "S3Metadata", "S3Tags"})
+
+def filter_rules(
+    key: Sequence[tuple[str, str]] = (),
+    metadata: Sequence[tuple[str, str]] = (),
+    tags: Sequence[tuple[str, str]] = (),
+) -> FilterRules:
+    """The rules of a `Filter` from its (Name, Value) pairs as sent (not stripped): key rules
+    (`S3Key`), metadata rules (`S3Metadata`), tag rules (`S3Tags`); NotificationError
+    (InvalidArgument) naming the first rule that is wrong."""
     key_rules: dict[str, str] = {}
-    for raw_name, value in _rules(element.find("S3Key")):
+    for raw_name, value in _checked_values(key):
         rule_name = raw_name.strip()
         name = rule_name.lower()
         if name not in ("prefix", "suffix", "regex"):
@@ -85,33 +91,14 @@ def parse_filter(element: ET.Element | None) -> FilterRules:
         prefix=key_rules.get("prefix", ""),
         suffix=key_rules.get("suffix", ""),
         regex=regex,
-        metadata=_metadata_rules(element.find("S3Metadata")),
-        tags=_tag_rules(element.find("S3Tags")),
+        metadata=_metadata_rules(metadata),
+        tags=_tag_rules(tags),
     )
 
 
-def add_filter(parent: ET.Element, rules: FilterRules) -> None:
-    """Add the GET document's `Filter` for these rules to `parent`, unless there are none.
-    Key rule names are written `Prefix`, `Suffix` and `Regex`, as S3 answers
-    (aws/aws-sdk#389); metadata and tag rules as they were sent."""
-    values = (rules.prefix, rules.suffix, rules.regex)
-    key_rules = tuple((name, v) for name, v in zip(_KEY_RULE_NAMES, values, strict=True) if v)
-    groups = (("S3Key", key_rules), ("S3Metadata", rules.metadata), ("S3Tags", rules.tags))
-    if not any(group for _, group in groups):
-        return
-    filter_ = ET.SubElement(parent, "Filter")
-    for tag, group in groups:
-        if group:
-            group_element = ET.SubElement(filter_, tag)
-            for name, value in group:
-                rule = ET.SubElement(group_element, "FilterRule")
-                ET.SubElement(rule, "Name").text = name
-                ET.SubElement(rule, "Value").text = value
-
-
-def _metadata_rules(element: ET.Element | None) -> Rules:
+def _metadata_rules(rules: Sequence[tuple[str, str]]) -> Rules:
     metadata: list[tuple[str, str]] = []
-    for raw_name, value in _rules(element):
+    for raw_name, value in _checked_values(rules):
         name = raw_name.strip()
         if not metadata_name(name):
             raise invalid("A metadata filter rule needs a Name", "FilterRule", name)
@@ -125,9 +112,9 @@ def _metadata_rules(element: ET.Element | None) -> Rules:
     return tuple(metadata)
 
 
-def _tag_rules(element: ET.Element | None) -> Rules:
+def _tag_rules(rules: Sequence[tuple[str, str]]) -> Rules:
     tags: list[tuple[str, str]] = []
-    for name, value in _rules(element):
+    for name, value in _checked_values(rules):
         if not name.strip():
             raise invalid("A tag filter rule needs a Name: the tag key", "FilterRule", name)
         if len(name) > MAX_KEY_LENGTH:
@@ -158,15 +145,9 @@ def _tag_rules(element: ET.Element | None) -> Rules:
     return tuple(tags)
 
 
-def _rules(element: ET.Element | None) -> list[tuple[str, str]]:
-    """The (Name, Value) of each FilterRule in `element`, both as sent (not stripped)."""
-    if element is None:
-        return []
-    rules = []
-    for rule in children(element, {"FilterRule"}, repeated={"FilterRule"}):
-        children(rule, {"Name", "Value"})
-        name = rule.findtext("Name") or ""
-        value = rule.findtext("Value") or ""
+def _checked_values(rules: Sequence[tuple[str, str]]) -> Rules:
+    """The rules, once no Value is longer than a filter value may be."""
+    for name, value in rules:
         if len(value) > MAX_FILTER_VALUE_LENGTH:
             raise invalid(
                 f"The value of the {name.strip()} filter rule is longer than "
@@ -174,26 +155,4 @@ def _rules(element: ET.Element | None) -> list[tuple[str, str]]:
                 "FilterRule",
                 name.strip(),
             )
-        rules.append((name, value))
-    return rules
-
-
-def children(
-    element: ET.Element, allowed: Collection[str], repeated: Collection[str] = ()
-) -> list[ET.Element]:
-    """The element's children; MalformedXML if one is unknown, or repeated but not in
-    `repeated`, or if there is text besides whitespace between them."""
-    found = list(element)
-    tags = [child.tag for child in found]
-    for tag in tags:
-        if tag not in allowed or (tag not in repeated and tags.count(tag) > 1):
-            raise S3Error("MalformedXML", MALFORMED_XML)
-    texts = [element.text, *(child.tail for child in found)] if found else []
-    if any((text or "").strip() for text in texts):
-        raise S3Error("MalformedXML", MALFORMED_XML)
-    return found
-
-
-def invalid(message: str, name: str, value: str) -> S3Error:
-    """S3's InvalidArgument error naming the argument and its value."""
-    return S3Error("InvalidArgument", message, extra={"ArgumentName": name, "ArgumentValue": value})
+    return tuple(rules)

@@ -10,12 +10,14 @@ import xml.etree.ElementTree as ET
 import pytest
 
 from ripple.gateway.errors import S3Error
+from ripple.gateway.notification_xml import (
+    notification_configuration_xml,
+    parse_notification_configuration,
+)
 from ripple.notifications.configuration import (
     Notification,
-    notification_configuration_xml,
     notification_from_json,
     notification_to_json,
-    parse_notification_configuration,
 )
 
 NS = "http://s3.amazonaws.com/doc/2006-03-01/"
