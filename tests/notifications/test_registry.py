@@ -145,19 +145,19 @@ def test_from_settings(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     settings = load_settings(
         environ={"RIPPLE_BUCKET_EVENTING_BUCKETS": f"{P1}:photos:{T1},{P2}:logs:{T2}"}
     )
-    registry = Registry.from_settings(settings)
+    registry = Registry(settings.eventing_buckets)
     assert registry.buckets() == [(P2, "logs"), (P1, "photos")]
     assert registry.destinations(P1, "photos") == [Destination(T1)]
 
 
 def test_from_default_settings_is_empty(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.chdir(tmp_path)
-    assert Registry.from_settings(load_settings(environ={})).buckets() == []
+    assert Registry(load_settings(environ={}).eventing_buckets).buckets() == []
 
 
 def test_from_settings_built_by_hand_with_a_bad_list() -> None:
     with pytest.raises(ConfigError, match=r"^bucket-eventing\.buckets \(RIPPLE_BUCKET_EVENTING"):
-        Registry.from_settings(Settings(bucket_eventing_buckets="photos"))
+        Registry(Settings(bucket_eventing_buckets="photos").eventing_buckets)
 
 
 @pytest.fixture

@@ -25,7 +25,7 @@ def settings_of(ctx: click.Context) -> Settings:
 def open_metabase(settings: Settings, registry: Registry | None = None) -> Metabase:
     """The metabase, with eventing on for the buckets the registry names (by default, the
     static list; the gateway passes the registry it keeps current)."""
-    registry = registry or Registry.from_settings(settings)
+    registry = registry or Registry(settings.eventing_buckets)
     try:
         return Metabase(settings.effective_database_url, eventing=registry.is_eventing)
     except ValueError as e:

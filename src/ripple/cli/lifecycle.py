@@ -165,7 +165,7 @@ def lifecycle_run(
 def _open(settings: Settings) -> Metabase:
     """The metabase, with eventing for the buckets the static list and the notification
     API name (loaded once), so lifecycle changes there are recorded."""
-    registry = Registry.from_settings(settings)
+    registry = Registry(settings.eventing_buckets)
     db = open_metabase(settings, registry)
     try:
         ConfigWatcher.for_registry(EventingStore(db), registry).refresh(force=True)

@@ -42,7 +42,7 @@ def serve(ctx: click.Context, address: str | None, workers: int | None) -> None:
     """
     settings = settings_of(ctx)
     settings.data_dir.mkdir(parents=True, exist_ok=True)
-    registry = Registry.from_settings(settings)  # kept current by the gateway
+    registry = Registry(settings.eventing_buckets)  # kept current by the gateway
     db = open_metabase(settings, registry)
     migrate(db)
     workers = workers or settings.gateway_workers(default=1)

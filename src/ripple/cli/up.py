@@ -40,7 +40,7 @@ def up(ctx: click.Context) -> None:
     # for the migration, the counts and the lifecycle runs (whose expirations in a bucket
     # with eventing write change records: the watcher keeps the registry current); the
     # gateway processes open theirs
-    registry = Registry.from_settings(settings)
+    registry = Registry(settings.eventing_buckets)
     db = open_metabase(settings, registry)
     try:
         revision = migrate(db)

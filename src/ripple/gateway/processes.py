@@ -63,7 +63,7 @@ def serve_process(settings: Settings, sock: socket.socket, report: Connection) -
     signal.signal(signal.SIGTERM, lambda _signum, _frame: sys.exit(0))
     parent = os.getppid()
     try:
-        registry = Registry.from_settings(settings)  # kept current by the gateway
+        registry = Registry(settings.eventing_buckets)  # kept current by the gateway
         db = Metabase(settings.effective_database_url, eventing=registry.is_eventing)
         gateway = Gateway(build_services(settings, db, registry), sock)
     except Exception as e:

@@ -50,7 +50,7 @@ def build_services(settings: Settings, db: Metabase, registry: Registry | None =
         region=settings.effective_region,
         enforce_region=bool(settings.region),
         domain=settings.s3_domain,
-        registry=registry or Registry.from_settings(settings),
+        registry=registry or Registry(settings.eventing_buckets),
         allow_secrets_in_cleartext=settings.topics_allow_secrets_in_cleartext,
         max_rename_keys=settings.max_rename_keys,
     )

@@ -9,7 +9,7 @@ The metabase asks `is_eventing` for every row a write transaction changes (trans
 exclusion), so reads take no lock and do no I/O: every change rebuilds one merged dict under
 a lock and then swaps the reference, and readers only ever look at the current reference.
 
-    registry = Registry.from_settings(settings)
+    registry = Registry(settings.eventing_buckets)
     metabase = Metabase(settings.effective_database_url, eventing=registry.is_eventing)
 """
 
@@ -20,13 +20,9 @@ import threading
 import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 from ripple.events.names import matches
 from ripple.notifications.phase1 import BucketKey
-
-if TYPE_CHECKING:
-    from ripple.config import Settings
 
 __all__ = [
     "ALL_EVENTS",
@@ -137,11 +133,6 @@ class Registry:
         self._generation = 0
         if static:
             self.replace_static(static)
-
-    @classmethod
-    def from_settings(cls, settings: Settings) -> Registry:
-        """A registry holding the phase-1 list of `settings` (`ConfigError` if malformed)."""
-        return cls(settings.eventing_buckets)
 
     @property
     def generation(self) -> int:
