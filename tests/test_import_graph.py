@@ -155,3 +155,57 @@ def test_the_graph_counts_every_kind_of_import(tmp_path: Path) -> None:
     }
     assert cycles_of(graph) == [frozenset({"pkg.a", "pkg.sub.b", "pkg.c"})]
     assert a_cycle(graph, cycles_of(graph)[0]) == ["pkg.a", "pkg.sub.b", "pkg.c", "pkg.a"]
+
+
+# ripple's packages from the top down: each imports only packages on lines below its own
+# (docs/architecture.md draws them). Two on one line import neither of each other.
+LAYERS: list[tuple[str, ...]] = [
+    ("__main__",),
+    ("cli",),
+    ("gateway", "pipeline"),
+    ("config",),
+    ("targets",),
+    ("snapshotter", "subscriptions"),
+    ("notifications",),
+    ("identity",),
+    ("metabase",),
+    ("events",),
+    ("changestream",),
+    ("numbers",),
+    ("ripple",),  # the package itself: its version
+]
+# the one database holds every package's tables, so the migrations' schema check gathers
+# them all: the one module that looks up from its layer
+LOOKS_UP = {"ripple.metabase.migrate"}
+
+
+def _package(module: str) -> str:
+    return module.split(".")[1] if "." in module else module
+
+
+def _upward(graph: Graph) -> list[str]:
+    level = {package: i for i, line in enumerate(LAYERS) for package in line}
+    found = []
+    for module, imported in sorted(graph.items()):
+        here = _package(module)
+        for target in sorted(imported):
+            there = _package(target)
+            if there != here and level[there] <= level[here] and module not in LOOKS_UP:
+                found.append(f"{module} imports {target}")
+    return found
+
+
+def test_every_package_has_a_layer() -> None:
+    packages = {_package(module) for module in import_graph(SRC)}
+    placed = {package for line in LAYERS for package in line}
+    assert packages == placed
+
+
+def test_packages_import_only_the_layers_below_them() -> None:
+    assert _upward(import_graph(SRC)) == []
+
+
+def test_an_import_up_a_layer_is_found() -> None:
+    graph = import_graph(SRC)
+    graph["ripple.events.names"] = graph["ripple.events.names"] | {"ripple.metabase.db"}
+    assert _upward(graph) == ["ripple.events.names imports ripple.metabase.db"]
