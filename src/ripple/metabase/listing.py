@@ -5,6 +5,8 @@ every key that starts with `p` and before every greater key that does not."""
 
 from __future__ import annotations
 
+from collections.abc import Collection
+
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
@@ -52,26 +54,36 @@ def scan(
     after_key: bytes | None,
     after_version: int | None = None,
     limit: int = BATCH,
+    *,
+    statuses: Collection[int] = COMMITTED_STATUSES,
+    newest_first: bool = True,
 ) -> list[Object]:
-    """Committed rows under `prefix` after the position (`after_key`, `after_version`):
-    with a version, older versions of that key come first; without, the next key."""
-    where = [at_bucket(loc), objects.c.status.in_(COMMITTED_STATUSES)]
+    """Rows of `statuses` (committed ones unless told) under `prefix` after the position
+    (`after_key`, `after_version`), in key order and within a key newest first (or oldest
+    first): with a version, that key's next versions come first; without, the next key."""
+    where = [at_bucket(loc), objects.c.status.in_(statuses)]
     if prefix:
         where += [objects.c.object_key >= prefix, objects.c.object_key < past(prefix)]
     if after_key is not None:
         if after_version is None:
             where.append(objects.c.object_key > after_key)
         else:
+            next_version = (
+                objects.c.version < after_version
+                if newest_first
+                else objects.c.version > after_version
+            )
             where.append(
                 sa.or_(
                     objects.c.object_key > after_key,
-                    sa.and_(objects.c.object_key == after_key, objects.c.version < after_version),
+                    sa.and_(objects.c.object_key == after_key, next_version),
                 )
             )
+    version_order = objects.c.version.desc() if newest_first else objects.c.version
     query = (
         sa.select(*METADATA_COLUMNS)
         .where(*where)
-        .order_by(objects.c.object_key, objects.c.version.desc())
+        .order_by(objects.c.object_key, version_order)
         .limit(limit)
     )
     return [object_from_row(r) for r in conn.execute(query)]

@@ -21,11 +21,10 @@ import sqlalchemy as sa
 from ripple.metabase.acl import AclSpec, check_spec, resolve_acl
 from ripple.metabase.db import Metabase
 from ripple.metabase.errors import InvalidArgument, PendingObjectNotFound
-from ripple.metabase.listing import BATCH, common_prefix, past, start_position
+from ripple.metabase.listing import common_prefix, past, scan, start_position
 from ripple.metabase.object_tagging import check_tags
 from ripple.metabase.objectlock import check_lock_allowed, check_retention_change
 from ripple.metabase.rows import (
-    METADATA_COLUMNS,
     at_bucket,
     at_key,
     delete_rows,
@@ -34,7 +33,6 @@ from ripple.metabase.rows import (
     key_bytes,
     new_stream_id,
     next_version,
-    object_from_row,
     select_rows,
     start_key_write,
 )
@@ -54,6 +52,8 @@ _NO_SUCH_UPLOAD = (
     "the specified multipart upload does not exist: it may have been aborted or completed, "
     "or the upload ID is wrong"
 )
+
+_PENDING = (int(Status.PENDING),)
 
 
 def begin_upload(
@@ -253,23 +253,4 @@ def _scan(
 ) -> list[Object]:
     """Pending rows under `prefix` after (`after_key`, `after_version`): with a version,
     the later uploads of that key first; without, the next key's."""
-    where = [at_bucket(loc), objects.c.status == int(Status.PENDING)]
-    if prefix:
-        where += [objects.c.object_key >= prefix, objects.c.object_key < past(prefix)]
-    if after_key is not None:
-        if after_version is None:
-            where.append(objects.c.object_key > after_key)
-        else:
-            where.append(
-                sa.or_(
-                    objects.c.object_key > after_key,
-                    sa.and_(objects.c.object_key == after_key, objects.c.version > after_version),
-                )
-            )
-    query = (
-        sa.select(*METADATA_COLUMNS)
-        .where(*where)
-        .order_by(objects.c.object_key, objects.c.version)
-        .limit(BATCH)
-    )
-    return [object_from_row(r) for r in conn.execute(query)]
+    return scan(conn, loc, prefix, after_key, after_version, statuses=_PENDING, newest_first=False)
