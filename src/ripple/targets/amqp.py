@@ -1,55 +1,15 @@
 """The AMQP 0.9.1 (RabbitMQ) target: each delivery is one message published to one exchange.
 
-The message body is the S3 event message (`{"Records":[event]}`), published to the exchange
-named by `amqp-exchange` with the topic's name (or `amqp-routing-key`) as routing key,
-`delivery_mode=2` (persistent), `content_type=application/json`, `message_id=<event id>`
-(stable across redeliveries: de-duplicate on it) and the delivery's attributes as headers
-(`eventName`, `bucket`, `key`, `sequencer`, `versionId` in versioned buckets).
+Not one round trip per message: the target owns `amqp-connections` pika `SelectConnection`s
+on one I/O loop in a thread of its own, from `open()` to `close()`; `publish` splits a batch
+among them by a hash of bucket and key (so one object's events keep one connection and their
+order), and each connection publishes back to back, at most `max-in-flight` unconfirmed,
+settling messages as `Basic.Ack` / `Basic.Nack` / `Basic.Return` frames arrive. ripple never
+declares exchanges, queues or bindings. Every failure is `retry`, a destination the guard
+(`ripple.targets.guard`) refuses is `permanent`; delivery is at least once.
 
-The exchange must exist: ripple never declares or deletes exchanges, queues or bindings,
-which belong to the broker's operators. When a channel opens, the exchange is checked with a
-passive `exchange.declare` (it needs no permission and creates nothing); a missing exchange,
-there or at any later publish, makes the broker close the channel (404 NOT_FOUND), and the
-batch is answered `retry` with an error naming the exchange, since it may be created later.
-
-`amqp-ack-level` says when an event counts as delivered:
-
-- `none`: once the message is written to the connection's socket;
-- `broker` (the default): once the broker confirms it (publisher confirms); a `nack` is
-  `retry`. The broker also confirms a message no queue is bound to receive (it is dropped);
-- `routable`: publisher confirms and the `mandatory` flag: a message the broker returns as
-  unroutable is `retry` ("no queue bound to exchange X with routing key Y").
-
-Throughput. Waiting for each confirm in turn (pika's `BlockingChannel` in confirm mode)
-gives one round trip per message. Instead the target owns `amqp-connections` (default 1)
-`SelectConnection`s, on one I/O loop in its own thread, from `open()` to `close()`:
-`publish` splits the batch among them by a hash of bucket and key, hands each its share and
-waits; each loop publishes its messages back to back, keeping at most `max-in-flight` of
-them unconfirmed, and settles them as `Basic.Ack` / `Basic.Nack` frames arrive (one with
-`multiple=True` settles every delivery tag up to its own). Returns (`Basic.Return`, which
-the broker sends before the message's confirm) are matched to the earliest unconfirmed
-message with the same message id. Batches given concurrently (a batch and a retry-queue
-drain) share the connections; each is answered in its own order.
-
-Order. With one connection the broker keeps the order the events were given. With more,
-one object's events always take the same connection and channel, so they keep their order,
-but events of different objects may interleave differently (S3 promises no order either:
-consumers order one object's events by `sequencer`). More connections let a broker with
-cores to spare confirm on several schedulers at once; on this project's 2-core benchmark
-machine a second one gained nothing in batches of 10,000 (BENCHMARKS.md), so one is the
-default.
-
-Failures are all `retry`, with a one-line error: the broker cannot be reached, refuses the
-login ("authentication failed …") or the vhost, closes the connection (a restart) or the
-channel (no such exchange, no permission), nacks, or does not confirm within `timeout`
-seconds of the batch's last progress. A batch that times out is answered `retry` for what
-is still unconfirmed and the connection is dropped, so the next batch starts on a fresh one;
-any lost connection is re-established by the next batch. A message the broker stored but
-whose confirm was lost is sent again: delivery is at least once.
-
-Each connection asks the destination guard (`ripple.targets.guard`) first and connects to
-the address it checked (TLS still verifies the endpoint's name); a refused destination
-answers the waiting deliveries `permanent`.
+Message, ack levels, arguments, outcomes and the publishing design: docs/targets.md,
+"AMQP 0.9.1 / RabbitMQ".
 """
 
 from __future__ import annotations

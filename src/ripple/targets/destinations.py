@@ -1,34 +1,15 @@
 """The pipeline's targets, built from its topics.
 
-Each topic gets the target its push endpoint says (a webhook, Google Pub/Sub, or none when
-it is pull-only) and, always, its pull subscriptions; which topics the pipeline has is the
-business of `ripple.pipeline.assemble`. The retry arguments of a topic set the retry policy
-of its push target:
+Each topic gets the push target its endpoint names (none when it is pull-only) and, always,
+its pull subscriptions; its retry arguments set the push target's retry policy, `OpaqueData`
+and `format` wrap it. `include-tags`, `include-metadata`, `rename-events` and
+`project-events` are only checked here: routing (`ripple.pipeline.route`) applies them, so
+they hold for pull-only topics too. A wrong argument is a `ValueError` naming the topic and
+the argument, before anything starts. A target's module, and its broker's SDK, is imported
+only when a target of its kind is built (`BUILDERS`): the gateway checks topics with
+`push_target` and loads no SDK it does not use, nor Spark.
 
-| argument | default | meaning |
-|---|---|---|
-| `time-to-live` | 86400 | seconds a failing event is retried before it is a dead letter |
-| `max-retries` | 1000 | retries from the queue before it is a dead letter |
-| `retry-sleep-duration` | 0.05 | first backoff in seconds; it doubles with each attempt |
-| `persistent` | true | false: no retry queue; what a batch cannot deliver is a dead letter |
-| `ordering` | `off` | `per-key`: each object's events in sequencer order (Pub/Sub: `true`) |
-| `OpaqueData` | none | copied into each event of the topic as `opaqueData` |
-| `format` | `s3` | `hdfs-inotify`: HDFS inotify batches, one per transaction (`hdfs_inotify`) |
-| `include-tags` | false | true: events carry the object's tags as `s3.object.tags` |
-| `include-metadata` | false | true: events carry its user metadata as `s3.object.metadata` |
-| `rename-events` | `s3` | `single`: a rename is one `ObjectRenamed:Rename`, not removed + created |
-| `project-events` | none | the project's bucket events it gets: `s3:BucketCreated:*`, … |
-
-The `include-`, `rename-events` and `project-events` arguments are applied by routing
-(`ripple.pipeline.route`), so they hold for pull-only topics and pull subscriptions too; here
-they are only checked.
-
-Every other argument goes to the push target (see docs/targets.md). A wrong argument raises
-`ValueError` with one line naming the topic and the argument, before anything starts.
-
-A target's module, and with it its broker's SDK, is imported when a target of its kind is
-built (`BUILDERS`), not with this module: the gateway checks topics with `push_target` and
-loads no SDK for a kind it never builds, and nothing of Spark.
+The arguments: docs/targets.md, "Destination URIs and common arguments".
 """
 
 from __future__ import annotations

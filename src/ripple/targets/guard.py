@@ -1,56 +1,16 @@
 """The destination guard: which hosts a push target may connect to.
 
-Topics name their destinations, and whoever may create a topic could otherwise make ripple
-connect to the machine's own services, the private network or the cloud metadata endpoint.
-The guard decides, twice: when a topic is configured (`check_host`) and each time a target
-opens a connection (`check_address`), because what a name resolves to can change.
+Whoever may create a topic chooses where ripple connects, so the guard keeps destinations
+away from the machine's own services, the private network and the cloud metadata endpoint.
+It decides twice: when a topic is configured (`check_host`, `check_pubsub_topic`,
+`check_grpc_target`) and each time a target opens a connection (`check_address`), because
+what a name resolves to can change. `mode = "dev"` allows everything; `"production"` refuses
+those addresses (`DestinationRefused`) unless `destinations.allow` lets them through. The
+`ripple` command installs the process-wide guard (`set_default_guard(settings.guard)`)
+before any command starts; code that never loaded settings sees the dev-mode default.
 
-- `mode = "dev"` (the embedded default): every destination is allowed, loopback especially.
-- `mode = "production"`: a destination whose address is loopback (127.0.0.0/8, ::1),
-  private (10/8, 172.16/12, 192.168/16, 100.64/10, fc00::/7, fec0::/10), link-local
-  (169.254/16, fe80::/10), a cloud metadata address (169.254.169.254, fd00:ec2::254,
-  100.100.100.200), unspecified (0.0.0.0/8, ::), multicast or reserved (240/4, IPv6 outside
-  the allocated ranges, NAT64) is refused with `DestinationRefused`. An IPv4 address inside
-  IPv6 (::ffff:a.b.c.d, 6to4) is judged by its IPv4 address.
-
-`destinations.allow` (`RIPPLE_DESTINATIONS_ALLOW`) lets chosen destinations through in
-production: a comma-separated list of CIDRs (`10.0.0.0/8`, `::1/128`, or one address),
-host patterns (`hooks.example.com`, or `*.example.com` for every name below it, at any
-depth; case-insensitive) and local sockets of gRPC targets (`unix:/run/emulator.sock`).
-A host name matching a pattern is allowed whatever it resolves to;
-otherwise every address it resolves to must be allowed (inside a listed CIDR, or none of the
-kinds above).
-
-Google Pub/Sub topics are not reached by address: ripple publishes to them with its own
-Google credentials, so in production a topic made through the API may name a Pub/Sub topic
-only in a Google Cloud project the allow list names as `pubsub:projects/PROJECT`
-(`check_pubsub_topic`). Topics of the configuration file are the operator's and not checked.
-
-An explicit Pub/Sub `endpoint` is a gRPC target, which gRPC reads as a URI whose scheme
-picks a resolver (`ripple.targets.grpc_targets` reads it the same way). In production
-`check_grpc_target` checks each address it names, as above; a local socket (`unix:PATH`,
-`unix-abstract:NAME`, `vsock:CID:PORT`) is refused unless the allow list names that socket
-exactly (`unix:/run/emulator.sock`: a socket can reach the machine's own daemons, which no
-address check sees); and so is what cannot be checked: a target gRPC would read otherwise
-than this module can, a DNS server of its own (`dns://AUTHORITY/…`: it could answer what the
-system's resolver does not) and the discovery schemes (`xds:`, `google-c2p:`).
-
-A name that does not resolve when a topic is configured passes: DNS may not be ready yet,
-and `check_address` checks it again before any connection. At connection time a name that
-does not resolve raises `OSError` (`socket.gaierror`): a passing failure, like a refused
-connection. In dev mode nothing is resolved: `check_address` answers `[host]`.
-
-The guard also carries `topics.allow-secrets-in-cleartext` to the targets
-(`secrets_in_cleartext`): without it a target refuses to send credentials over a connection
-without TLS (the Kafka target's SASL on a plain-text listener).
-
-The `ripple` command installs the process-wide guard its settings ask for
-(`set_default_guard(settings.guard)`) before any of its commands starts, so every command
-that can reach a destination applies it; the pipeline and the gateway install theirs again
-when they are built from settings (for callers that are not the command). Only code that
-never loaded settings (a library user, a test) sees the initial dev-mode guard. What each
-target does with the answer (and the window a library that resolves names itself leaves) is
-in docs/targets.md.
+Modes, the allow list, gRPC targets and what each target does with the answer:
+docs/targets.md, "Destination guard".
 """
 
 from __future__ import annotations

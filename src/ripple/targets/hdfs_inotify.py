@@ -1,33 +1,15 @@
 """`format=hdfs-inotify`: a topic's events sent as HDFS inotify event batches, not S3 records.
 
 Consumers written for HDFS's inotify stream (`DFSInotifyEventInputStream`) get what it
-yields: an `EventBatch` per transaction, `{"txid": N, "events": [...]}`, whose events are
-the inotify types and fields, with paths `/<bucket>/<key>` (the key decoded):
+yields: an `EventBatch` per transaction, `{"txid": N, "events": [...]}`, with paths
+`/<bucket>/<key>` and `txid` the transaction's commit time in Unix nanoseconds.
 
-- `ObjectCreated:*`: `CREATE` (path, ctime, iNodeType `FILE`, overwrite), then `CLOSE`
-  (path, fileSize, timestamp); a key ending in `/` is a directory: `CREATE` with
-  iNodeType `DIRECTORY` alone, and its path, in every event, without the `/`;
-- `ObjectRemoved:*`, `LifecycleExpiration:*`: `UNLINK` (path, timestamp);
-- `ObjectRenamed:*` (with `renameFromKey`): `RENAME` (srcPath, destPath, timestamp);
-- `ObjectTagging:*`, `ObjectMetadata:*`: `METADATA` (path, metadataType `XATTRS`, mtime);
-- `ObjectAcl:*`: `METADATA` (path, metadataType `ACLS`, mtime);
-- `BucketCreated:*`: `CREATE` of the directory `/<bucket>`; `BucketRemoved:*`: its `UNLINK`.
+A wrapper around the topic's push target: the deliveries of a batch are grouped by
+transaction (their event ids share partition and commit time), in order, each group is sent
+as one message, and every event of a group gets the group's result. A delivery that is not
+an S3 event record (the `s3:TestEvent` of a new notification) passes unchanged.
 
-`txid` is the transaction's commit time in Unix nanoseconds (from the sequencer): it
-increases with every transaction that changes a given key (transactions of different keys
-that commit at the same moment can share one). Times are Unix milliseconds, as HDFS's are.
-`overwrite` is true: an S3 write replaces whatever the key held, as HDFS's
-`create(overwrite=true)` does. In a versioned bucket an S3 delete of an older version (or
-of a delete marker) is still an `UNLINK` of the path, although the key's latest version
-stays: the event does not say whether the version was the latest.
-
-A wrapper around the topic's push target: the deliveries a batch gives it are grouped by
-transaction (their event ids share partition and commit time), in order, and each group is
-sent as one message; every event of a group gets the group's result. The events of one
-transaction arrive in one batch when the pipeline reads the transaction whole; events
-retried from the queue may come back in smaller groups, each sent with its transaction's
-txid. A delivery that is not an S3 event record (the
-`s3:TestEvent` of a new notification) passes unchanged.
+Which S3 event becomes which inotify events, and why: docs/targets.md, "HDFS inotify format".
 """
 
 from __future__ import annotations

@@ -1,32 +1,16 @@
 """The Kafka target: each delivery is one record produced to one Kafka topic, with
 confluent-kafka (librdkafka).
 
-The record's value is the S3 event message (`{"Records":[event]}`), its key `<bucket>/<key>`
-(the key as the event writes it), so one object's events share a partition and keep their
-order there, and its headers are `eventId: <event id>` (stable across redeliveries:
-de-duplicate on it) and the delivery's attributes, as the AMQP target sends them
-(`eventName`, `bucket`, `key`, `sequencer`, `versionId` in versioned buckets).
+The record's value is the S3 event message, its key `<bucket>/<key>` (so one object's events
+share a partition and keep their order there), its headers `eventId` and the delivery's
+attributes. One producer (idempotent with `kafka-ack-level=broker`) is kept from `open()` to
+`close()` and shared by concurrent batches; a batch is produced, then flushed, and each
+record's delivery report settles its delivery. A fatal producer error drops the producer for
+the next batch to replace. A record over the broker's size limit is `permanent`, every other
+failure `retry`; the destination guard (`ripple.targets.guard`) checks every bootstrap server
+and, in production, every advertised broker before each batch. Delivery is at least once.
 
-`kafka-ack-level` says when an event counts as delivered: `broker` (the default) once every
-in-sync replica has it (`acks=all`, with the idempotent producer, so librdkafka's own
-retries neither duplicate nor reorder); `none` once written to the socket (`acks=0`).
-
-The target keeps one producer from `open()` to `close()` (one per process: the pipeline
-opens its targets once per worker); concurrent batches share it. A batch is produced, then
-flushed: each record's delivery report settles its delivery, and what has none within
-`timeout` seconds (librdkafka's `message.timeout.ms`, plus a little for its timer) is
-`retry`. librdkafka reconnects by itself; a record it could not deliver in time is `retry`,
-and the pipeline sends it again. A fatal producer error (the idempotent producer's id is
-unknown to a broker that restarted without its log) drops the producer: the batch is `retry`
-and the next one starts a new producer. A record over the broker's size limit is
-`permanent`; every other failure is `retry`. Delivery is at least once.
-
-The destination guard (`ripple.targets.guard`) checks every bootstrap server before a
-producer is made, and, in production, every broker the cluster advertises (the metadata of
-`list_topics`) before each batch is produced: a refusal answers the batch `permanent`.
-Credentials (SASL) over a connection without TLS are refused unless the guard's
-`secrets_in_cleartext` (`topics.allow-secrets-in-cleartext`) allows them. Arguments and
-outcomes are documented in docs/targets.md.
+Record, arguments, outcomes, TLS and SASL, consuming: docs/targets.md, "Kafka".
 """
 
 from __future__ import annotations
@@ -174,8 +158,9 @@ class _Report:
     """A record's delivery-report callback: it answers `index` of `batch`, then goes back to
     `free` to serve a later record. Reused rather than made per record: a callback lives
     until its report, so a new one per record (a closure was 4 objects) outlived the garbage
-    collector's young generations and set off full collections of the whole heap: 1.0-1.3 of
-    the 1.9-2.2 CPU seconds the target spent on 50,000 records in bench/targets.py."""
+    collector's young generations and set off full collections of the whole heap, which took
+    much of the target's CPU (BENCHMARKS.md, "Kafka: the target against confluent-kafka, and
+    through the pipeline")."""
 
     __slots__ = ("batch", "free", "index")
 

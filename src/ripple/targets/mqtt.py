@@ -1,37 +1,14 @@
 """The MQTT target: each delivery's event message is published to one MQTT topic.
 
-The payload is the S3 event message (`{"Records":[event]}`), published to `mqtt-topic`
-(default: the ripple topic's name) with QoS 1 (the broker acknowledges each message with a
-PUBACK; `ok` means acknowledged) or QoS 0 (`ok` once written to the socket: at most once
-past that point). QoS 2 is not supported: the pipeline is at-least-once and consumers
-de-duplicate on the event id, so exactly-once on one hop buys nothing. A publish topic
-cannot hold the wildcards `+` and `#` (nor start with `$`, the broker's own): such a topic,
-given or defaulted from the name, is a `ValueError` at configuration time, never rewritten.
+One paho-mqtt client (MQTT 3.1.1, clean session) is kept from `open()` to `close()` with its
+network thread (`loop_start`), and reconnects by itself. A batch is pipelined: messages are
+handed to the client as fast as it takes them, at most `max_in_flight` unacknowledged (a
+window the target keeps, not paho), and every PUBACK is awaited until one deadline,
+`timeout_s` after the batch started. Nothing is handed to a disconnected client. Before each
+connection attempt the destination guard (`ripple.targets.guard`) is asked; a refusal, or a
+broker refusing the login, makes every delivery `permanent` until a connection succeeds.
 
-One paho-mqtt client (MQTT 3.1.1, clean session, client id `ripple-<topic>-<random>`) is
-kept from `open()` to `close()`, with its network thread (`loop_start`); it reconnects by
-itself after the broker goes away (after 1 s, doubling up to 10 s). A batch is pipelined:
-messages are handed to the client as fast as it takes them, with at most `max_in_flight`
-unacknowledged at once, and every acknowledgement is awaited until one deadline, `timeout_s`
-after the batch started. The target keeps that window itself; the client's own in-flight
-limit is off (`max_inflight_messages_set(0)`), because its bookkeeping scans every
-unacknowledged message on each PUBACK, which made a window of 1000 about six times slower; its
-queue is capped at `max_in_flight` too, so messages left over from a failed batch hold back
-the next one (`retry`) instead of piling up.
-
-Outcomes: acknowledged is `ok`. Not connected when the message's turn came, connection lost
-before the PUBACK, or no PUBACK by the deadline is `retry`. A message is never handed to the
-client while it is disconnected (paho would queue it and send it after reconnecting), so when
-the connection drops the client holds at most one window of messages; paho re-sends those
-after it reconnects and the pipeline re-sends them too: a restart can duplicate up to a
-window, never lose a message. A broker that refuses the connection for bad credentials or as
-not authorized makes every delivery `permanent` until a connection succeeds. Arguments are
-documented in docs/targets.md.
-
-Before each connection attempt (the first and every reconnection) the destination guard
-(`ripple.targets.guard`) is asked; a refused destination fails the attempt (paho tries again
-later, and the guard is asked again) and makes every delivery `permanent` meanwhile. paho
-resolves the host itself right after: that lookup is not checked.
+QoS, topics, arguments, outcomes and duplicates: docs/targets.md, "MQTT".
 """
 
 from __future__ import annotations
@@ -169,7 +146,11 @@ class MqttTarget:
             client.username_pw_set(config.username, config.password)
         if config.tls:
             client.tls_set_context(self._tls_context())
-        client.max_inflight_messages_set(0)  # the window is ours (see the module docstring)
+        # The window is ours: paho's own in-flight bookkeeping scans every unacknowledged
+        # message on each PUBACK, which makes a wide window much slower. Its queue is capped
+        # at the window too, so what a failed batch left holds back the next one (`retry`)
+        # instead of piling up.
+        client.max_inflight_messages_set(0)
         client.max_queued_messages_set(config.max_in_flight)
         client.reconnect_delay_set(_RECONNECT_MIN_S, _RECONNECT_MAX_S)
         client.connect_timeout = config.timeout_s

@@ -1,27 +1,14 @@
 """The NATS JetStream target: each delivery is one JetStream publish to one subject.
 
-The message data is the S3 event message (`{"Records":[event]}`); its headers are
-`Nats-Msg-Id: <event id>` (so the stream's duplicate window drops a redelivery),
-`Content-Type: application/json` and one `Ripple-…` header per delivery attribute
-(`Ripple-Event-Name`, `Ripple-Bucket`, `Ripple-Key` (URL-encoded as in the event),
-`Ripple-Sequencer`, `Ripple-Version-Id`). A delivery is `ok` once the stream's PubAck
-arrives (a PubAck for a duplicate is `ok` too). The subject must be captured by a stream:
-streams are the operator's to create, and "no responders" is `retry` with an error naming
-the subject.
+The data is the S3 event message, with `Nats-Msg-Id: <event id>` (so the stream's duplicate
+window drops a redelivery) and one `Ripple-…` header per delivery attribute; a delivery is
+`ok` once the stream's PubAck arrives. nats-py is asyncio: the target owns a private event
+loop in a thread from `open()` to `close()`, keeps one connection on it and runs each batch
+there, at most `max_in_flight` publishes at a time. Each new client asks the destination
+guard (`ripple.targets.guard`) first and is given the address it checked; a refusal is
+`permanent`. Streams are the operator's to create.
 
-nats-py is asyncio: the target owns a private event loop in a thread from `open()` to
-`close()`, keeps one connection on it and runs each batch there, at most `max_in_flight`
-publishes at a time, each waiting at most `timeout_s` for its PubAck. The client reconnects
-by itself, for ever; it buffers nothing while disconnected, so a publish during an outage is
-`retry` at once, and one that was sent but not acknowledged in time is `retry` after
-`timeout_s`, after which the rest of its batch is `retry` without being sent. A server that
-cannot be reached at `open()` does not fail it: publishing answers `retry` until it can.
-Arguments and outcomes are documented in docs/targets.md.
-
-Each new client asks the destination guard (`ripple.targets.guard`) first and is given the
-address it checked, which its reconnections keep; a refused destination answers `permanent`
-(and is asked again at the next batch). Servers a cluster announces (INFO `connect_urls`),
-which the client may reconnect to, are not checked.
+Subjects, headers, duplicates, outages and arguments: docs/targets.md, "NATS JetStream".
 """
 
 from __future__ import annotations

@@ -1,36 +1,16 @@
 """The Google Pub/Sub target: each delivery is one message published to one topic.
 
-A message's data is the S3 event message (`{"Records":[event]}`) and its attributes are the
-delivery's (eventName, bucket, key, versionId, sequencer) and `eventId`, the event's ripple
-id, the same however often it is published (Pub/Sub's own `messageId` is not: de-duplicate
-on `eventId`). With `ordering=True` each message
-gets the ordering key `bucket/key`, so one object's events arrive in the order they were
-published: commit order, but for a key's event recorded by a multi-key DeleteObjects or
-rename, which a backlog can send a micro-batch early (docs/targets.md).
+The data is the S3 event message; the attributes are the delivery's and `eventId`, stable
+across redeliveries (Pub/Sub's own `messageId` is not). With `ordering=True` each message
+gets the ordering key `bucket/key`, and a failure pauses its key in the client, which the
+target resumes at once. Retries are the pipeline's, so every publish is made with
+`retry=None` and a `timeout` of `timeout_s`: one failed RPC answers `retry` or `permanent`
+at once. An explicit `endpoint` (a gRPC target, for an emulator or a test server) is spoken
+to without credentials, and the destination guard (`ripple.targets.guard`) checks it when the
+topic is configured and before each batch; Google's endpoint is not checked.
 
-Connection: an explicit `endpoint` (a gRPC target: "127.0.0.1:8085", `dns:///host:port`,
-`ipv4:…`, `unix:/path`…: an emulator or a test server) is spoken to over an insecure gRPC
-channel without credentials; otherwise `PUBSUB_EMULATOR_HOST`, when set, does the same (the
-client library reads it); otherwise the client connects to pubsub.googleapis.com with Google
-application default credentials.
-
-Retries are the pipeline's (it owns backoff, the retry queue and dead letters), so every
-publish is made with `retry=None` and a `timeout` of `timeout_s`: one failed RPC answers
-`retry` or `permanent` at once instead of the client retrying for up to 60 s (with ordering,
-its default is to retry for ever). Batches are cut after 10 ms (`max_latency=0.01`) or 1000
-messages, so a batch is sent promptly and large batches go in few RPCs, concurrently.
-INVALID_ARGUMENT, NOT_FOUND, PERMISSION_DENIED and UNAUTHENTICATED are `permanent`; every
-other failure (UNAVAILABLE, DEADLINE_EXCEEDED, a timeout, …) is `retry`. A failure pauses
-its ordering key in the client; the target resumes it, so later batches can proceed.
-
-The destination guard (`ripple.targets.guard`) judges the topic when it is configured
-(`check`): an explicit `endpoint` is read as gRPC reads it (`ripple.targets.grpc_targets`)
-and every address it names is checked, a local socket refused unless allowed; and a topic
-made through the API may name only a Pub/Sub project the allow list names, endpoint or not.
-The endpoint is checked again before each batch (a refused one answers the batch
-`permanent`); gRPC resolves the name itself and re-resolves it on its own schedule, so a
-change between two batches is seen at the next one. Google's endpoint and
-`PUBSUB_EMULATOR_HOST` (the operator's choice) are not checked.
+Attributes, ordering, outcomes, batching, credentials and the emulator: docs/targets.md,
+"Google Pub/Sub".
 """
 
 from __future__ import annotations

@@ -1,25 +1,15 @@
 """The Redis target: S3 event messages into one Redis key, as a stream or as a namespace hash.
 
-`format="stream"` (the default) appends each delivery to the stream `key`:
-`XADD <key> MAXLEN ~ <maxlen> * event_id <event id> event <message>`, the message being
-`{"Records":[event]}`; consumers read the entries in the order they arrived (`XREAD`,
-`XREADGROUP`) and de-duplicate redeliveries on `event_id`. `format="namespace"` keeps each
-object's latest event: the hash `key` maps `<bucket>/<object key>` (the key decoded) to the
-message of the object's newest event, and an `ObjectRemoved:*` event removes the field. The
-hash `<key>:sequencer` keeps each field's sequencer, and a Lua script applies an event only if
-its sequencer is at least the stored one, atomically: an older event redelivered after a newer
-one (at-least-once delivery) never brings back an overwritten or deleted state.
+`format="stream"` (the default) appends each delivery to the stream `key` with `XADD`;
+`format="namespace"` keeps each object's newest event in the hash `key`, and a Lua script
+applies an event only if its sequencer is at least the one stored in `<key>:sequencer`,
+atomically, so an older event redelivered after a newer one never brings back an overwritten
+or deleted state. One client (a pool: a connection per concurrent `publish`) is kept from
+`open()` to `close()`; a batch goes in pipelines (no MULTI), answered in input order, and the
+client never retries by itself. Each new connection asks the destination guard
+(`ripple.targets.guard`) first and connects to an address it checked.
 
-One client (a connection pool: one connection per concurrent `publish`) is kept from `open()`
-to `close()`. A batch goes in pipelines (no MULTI) of up to 1000 commands, one round trip
-each, and is answered in input order. The client never retries by itself (the pipeline does,
-with backoff): a refused, broken or silent connection answers `retry` for the rest of the
-batch within about `timeout_s`, and the next `publish` connects again. Authentication failures
-and errors such as WRONGTYPE are `permanent`; OOM, READONLY, LOADING, BUSY, NOSCRIPT and other
-passing server states are `retry`. Arguments are documented in docs/targets.md.
-
-Each new connection asks the destination guard (`ripple.targets.guard`) first and connects to
-an address it checked; a refused destination answers the batch `permanent`.
+Commands, arguments and outcomes: docs/targets.md, "Redis".
 """
 
 from __future__ import annotations
