@@ -1,41 +1,15 @@
 """Compaction: a writer's small pages merged into fewer, larger ones (`ripple snapshot compact`).
 
-The RFC's cost optimisation: many small pages (a quiet writer, short `max-age-seconds`)
-cost a request each to store and to replay. `compact` takes the writer's index entries
-whose stored size is under `below_bytes`, in replay order ((start_time, page_sequence)),
-and groups runs of consecutive small pages, which a large page interrupts, into groups of
-two or more whose uncompressed sizes add up to at most `target_bytes`. Each group becomes
-one page:
+`compact` groups runs of consecutive pages stored in under `below_bytes` (in replay order)
+into groups of two or more of at most `target_bytes` uncompressed; each group becomes one
+page that keeps its **first page's sequence**, at that key with `~c<last>` appended, and
+names the pages it stands for in its `compacted-pages` tag (which replay and reconcile
+read). Per group the merged page is stored, then `index.replace(old, new)` swaps the entries
+atomically; a failure before that undoes the group and raises `CompactError` with the report
+so far. The old objects are deleted `grace_seconds` after the last swap. Run one compaction
+per writer at a time. `parse_size` reads sizes such as `1MiB`.
 
-- its events are the group's events in replay order (page by page, each page's by
-  sequence), renumbered `sequence` 0..n-1; `event_id`, `timestamp`, `payload` and
-  `attributes` are kept;
-- its metadata: the writer, the **first page's sequence** (reused: the merged page takes
-  its first page's place in the index, so `(start_time, page_sequence)` order is kept),
-  the earliest start and latest end, the settings' tags plus `compacted-from`
-  (`"<first>-<last>"`: the first and last original page sequences) and `compacted-pages`
-  (`"3:10,4:12,5:7"`: every original page merged, in order, with its event count; a
-  merged page merged again lists the originals, never itself). Replay and reconcile read
-  `compacted-pages` to tell which pages a merged page stands for;
-- it is encoded with the settings' format and compression, at the key of its metadata
-  with the suffix `~c<last>` after the sequence, which no page written by the snapshotter
-  has (`3~c5`).
-
-Then, per group: the merged page is put to storage, and `index.replace(old, new)` swaps the
-entries atomically for readers. A failure before the replace leaves the old pages and the
-index as they were (the merged object, if it was written, is deleted again) and raises
-`CompactError` carrying the report of the groups done so far. (When the replace fails and
-the index cannot then say whether it happened, the merged page is left in storage: reconcile
-tells such a leftover from a page it must list.) Once every group is replaced
-(or one failed), `compact` waits `grace_seconds` (a replay that listed the old entries just
-before may still fetch them; `ripple snapshot compact` waits 30 s by default) and deletes
-the old page objects; one that cannot be deleted is reported in `left_behind`
-(reconcile knows it is superseded and never lists it again).
-
-`parse_size` reads the sizes `ripple snapshot compact` takes (`1MiB`, `512KiB`, `10MB`).
-
-Run one compaction per writer at a time, and only over pages the snapshotter has finished
-writing (they all have: an index entry is made after its page is stored).
+The metadata of a merged page and the failure cases: docs/snapshotter.md, "Compaction".
 """
 
 from __future__ import annotations

@@ -2,23 +2,14 @@
 
 `replay(index, storage, writer_id, since, until)` yields the writer's events whose
 timestamp is in `[since, until]` (Unix milliseconds, both ends included; None leaves that
-end open). The order is the archive's: pages as the index orders them, by
-(start_time, page_sequence), then each page's events by sequence, which is publish order.
-Events are not merged across pages by timestamp: when timestamps go backwards across pages
-(a writer's own clock; the snapshot target's `eventTime` of an event delivered late), a
-later page whose first event is older replays before the pages published ahead of it, and
-within a page events stay in publish order, unsorted. Nothing is de-duplicated by event id.
+end open), in the archive's order: pages as the index orders them, by (start_time,
+page_sequence), then each page's events by sequence. Nothing is re-sorted by timestamp or
+de-duplicated. A listed page that compaction deleted meanwhile makes replay query the index
+again from that page's start, skipping the pages already read; `ReplayError` names a page
+still missing then. `Replay` is the same as an object, with progress counts; `parse_time`
+reads the CLI's times and `event_json` is how it prints an event.
 
-A page the index lists may be gone from storage when it is fetched: compaction
-(`ripple.snapshotter.compact`) replaced it with a merged page and deleted it after its grace
-period. The index is then queried again from that page's start, and replay continues with
-what it lists now, skipping the events of pages already read (a merged page names the pages
-it holds in its `compacted-pages` tag). If a listed page is still missing right after that,
-`ReplayError` says which.
-
-`Replay` is the same as an object: `total_events` (the event counts of the pages listed,
-for a progress bar) and `events_seen` (events of pages read so far, in range or not).
-`parse_time` reads the times the CLI accepts; `event_json` is how it prints an event.
+Order and compaction while replaying: docs/snapshotter.md, "Replay".
 """
 
 from __future__ import annotations

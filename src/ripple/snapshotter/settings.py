@@ -1,37 +1,10 @@
 """A snapshotter's configuration: a `[snapshotters.NAME]` table of ripple.toml.
 
 Every key is optional; the embedded default (name `default`) keeps pages, index, write-ahead
-log and dead letters under `<data-dir>/snapshots/<name>/`:
+log and dead letters under `<data-dir>/snapshots/<name>/`. A wrong value is `ValueError`
+with one line naming `snapshotters.NAME.KEY`.
 
-| key | default | meaning |
-|---|---|---|
-| `format` | `protobuf` | page format: `protobuf` or `ndjson` |
-| `compression` | `zstd` | `none`, `gzip` or `zstd` |
-| `key-template` | `{writer_id}/{date}/{timestamp}_{sequence}{ext}` | `snapshotter.keys` |
-| `tags` | none | a table of strings copied into every page's metadata |
-| `max-events` | 1000 | a buffer becomes a page at this many events… |
-| `max-size-bytes` | 10485760 | …or this many payload and attribute bytes… |
-| `max-age-seconds` | 300 | …or when its first event is this old |
-| `max-buffered-bytes` | 268435456 | all buffers; past it the least recently used flush |
-| `max-pending-bytes` | 1073741824 | pages not yet stored; past it publishing is refused |
-| `storage` | `filesystem` | `filesystem` or `s3` |
-| `path` | `<dir>/pages` | the filesystem storage's root |
-| `s3-endpoint` | none | e.g. `http://127.0.0.1:9000` (ripple's own gateway) |
-| `s3-bucket`, `s3-prefix`, `s3-region` | none, `""`, `us-east-1` | where pages go on S3 |
-| `s3-access-key`, `s3-secret-key` | boto3's usual sources | credentials |
-| `index` | `sqlite` | `sqlite`, `redis` or `postgresql` |
-| `index-url` | `<dir>/index.db` | a SQLite file, `redis://…` or `postgresql://…` |
-| `index-ttl-days` | 90 | Redis: entries expire after this many days (0: never) |
-| `wal-dir` | `<dir>/wal` | the write-ahead log |
-| `wal-segment-bytes` | 67108864 | a new log segment after this many bytes |
-| `max-retries` | 10 | storage attempts before a page goes to the dead letters |
-| `retry-base-seconds`, `retry-max-seconds` | 1, 300 | exponential backoff between them |
-| `dead-letter-dir` | `<dir>/dead-letter` | pages storage refused `max-retries` times |
-| `address` | `127.0.0.1:50051` | where `ripple snapshot serve` listens for gRPC |
-| `health-address` | `127.0.0.1:9102` | its /health/* and /metrics |
-| `page-writers` | 2 | pages written to storage at once |
-
-A wrong value is `ValueError` with one line naming `snapshotters.NAME.KEY`.
+Every key, its default and its meaning: docs/snapshotter.md, "Configuration".
 """
 
 from __future__ import annotations

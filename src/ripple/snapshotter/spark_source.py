@@ -2,27 +2,14 @@
 
     from ripple.snapshotter.spark_source import register
     register(spark)
-    events = (spark.read.format("ripple-snapshot")
-              .option("path", "/data/.ripple/snapshots/default/pages")
-              .option("writer", "orders")        # optional: one writer's pages only
-              .load())
-    events.groupBy(events.attributes["eventName"]).count().show()
+    events = spark.read.format("ripple-snapshot").option("path", PAGES).load()
 
-It reads the page files under a directory (a filesystem storage's root; any depth, any key
-template), whatever their format and compression: one Spark input partition per page file.
-Each row is one event: `writer_id string, page_sequence long, event_id string,
-timestamp long (Unix ms), payload binary, attributes map<string,string>, sequence long`.
-Temporary files (`.tmp-…`) and the dead-letter list (`dead-letters.ndjson`) are skipped;
-a file that is not a page fails the read naming it, unless option `ignoreCorruptFiles` is
-`true` (it is then read as no rows). Options are case-insensitive.
+It reads every page file under a directory (a filesystem storage's root), whatever its key
+template, format and compression: one Spark input partition per page file, one row per
+event. PySpark is imported by this module only (it is a runtime dependency of ripple).
 
-NDJSON pages can also be read without this source: `spark.read.json(path)` with
-`recursiveFileLookup` (Spark decompresses `.gz` by the extension; `.zst` needs Hadoop's
-zstd codec). Each file's first line is then the page's metadata (a row whose `metadata`
-column is set and event columns are null: filter it out with `metadata IS NULL`), and
-`payload` is base64 text (`unbase64(payload)` gives the bytes).
-
-PySpark is imported by this module only (it is a runtime dependency of ripple anyway).
+Options, the row schema, files skipped, and reading NDJSON pages without this source:
+docs/snapshotter.md, "Spark".
 """
 
 from __future__ import annotations

@@ -34,7 +34,7 @@ def _path(bucket: str, encoded_key: str) -> str:
 
 
 def inotify_events(record: Mapping[str, Any]) -> list[dict[str, Any]]:
-    """The inotify events of one S3 event record (see the module docstring)."""
+    """The inotify events of one S3 event record (docs/targets.md, "HDFS inotify format")."""
     name = str(record["eventName"])
     s3 = record["s3"]
     bucket = s3["bucket"]["name"]

@@ -1,33 +1,13 @@
 """The Redis index (backend `redis`): one key per page, expiring, and per-writer sorted sets.
 
-With the default prefix `snapshot:` the keys are
+Entries are `{prefix}{writer_id}:{start_time}:{page_sequence}` strings holding the entry's
+JSON, listed in two sorted sets per writer (by start_time, by page_sequence) and a set of
+writers; nothing is ever parsed out of a key, so a writer id may hold `:`. Writes are
+MULTI/EXEC transactions under WATCH, and a query reads the sorted set and the entries in
+one WATCHed transaction, so a reader sees the old entries or the new one, never both and
+never neither. Every error is `IndexError_`, without the password.
 
-| key | type | holds |
-|---|---|---|
-| `snapshot:{writer_id}:{start_time}:{page_sequence}` | string | the entry's JSON, expiring |
-| `snapshot-pages:{writer_id}` | sorted set | the writer's entry keys, scored by start_time |
-| `snapshot-seqs:{writer_id}` | sorted set | the same keys, scored by page_sequence |
-| `snapshot-writers` | set | the writer ids |
-
-(a prefix `P:` gives `P:…`, `P-pages:…`, `P-seqs:…`, `P-writers`: the entry pattern `P:*`
-matches no other key). Nothing is ever parsed out of a key, so a writer id may hold `:`.
-
-Entries expire `ttl_days` after they were written (0: never). The sorted sets get the same
-expiry, renewed by every write, so they outlive their entries; an entry found expired is
-dropped from them when a query meets it. `writers()` answers the writers whose sorted set is
-still there.
-
-A page's events may span up to the buffers' maximum age, so "overlaps [since, until]" cannot
-bound start_time from below: a query reads the writer's keys scored up to `until` from
--inf (ZRANGEBYSCORE), their entries (MGET), and keeps those whose end_time >= since. That is
-simple and always right; it costs the writer's entries up to `until`, which the TTL bounds.
-
-Writes are MULTI/EXEC transactions under WATCH: `publish` first finds any older entry of the
-same (writer, page_sequence), whatever its start_time (ZRANGEBYSCORE on the sequence set),
-and replaces it; `replace` deletes the old entries' keys and adds the new one in the same
-transaction. A query reads the sorted set and the entries in one WATCHed transaction too, so
-it sees the old entries or the new one, never both and never neither. Every error is
-`IndexError_`: `redis index redis://HOST:PORT/DB: <operation>: <cause>` (no password).
+The keys, expiry and how a time range is queried: docs/snapshotter.md, "The Redis index".
 """
 
 from __future__ import annotations
