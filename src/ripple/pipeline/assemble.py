@@ -1,23 +1,16 @@
 """The pipeline's routes and targets, assembled from the eventing configuration.
 
-From configuration to routes: the phase-1 list is the registry's static routes and a
-snapshot of the API configuration its API routes (`ConfigSnapshot.routes`). To targets: the
+Routes come from the phase-1 list and a snapshot of the API configuration; targets from the
 configuration file's topics, a default one for each the phase-1 list names otherwise, and
-the snapshot's topics, each built by `ripple.targets.destinations.build`.
+the snapshot's topics (`ripple.targets.destinations.build`). `RoutesAndTargets` assembles
+them at start and again when the configuration's generation moved (`check`: one indexed
+query); a topic whose endpoint and arguments are unchanged keeps its targets. The
+`Deliverer`'s targets and the registry's routes are swapped together while no batch is
+between routing and delivery (`Deliverer.exclusive`), so no event is routed to a topic
+without a target. A user's topic never stops the pipeline: one that cannot be built is kept
+pull-only, one that cannot be opened answers `retry` until it opens (`unopened.Unopened`).
 
-`RoutesAndTargets` does it at start (`assemble`) and again, at the start of every batch and
-between batches every drain interval, when the configuration's generation moved (`check`:
-one indexed query). A topic whose endpoint and arguments are unchanged keeps its targets
-and connections; new and changed topics get new ones. The `Deliverer`'s targets and the
-registry's routes are swapped together while no batch is between routing and delivery
-(`Deliverer.exclusive`), so no event is routed to a topic without a target. A configuration
-change thus reaches the pipeline within a drain interval; the change records of a bucket's
-first events come after its configuration, so the batch that holds them sees it.
-
-A topic that cannot be built (its destination refused, say) is logged and kept pull-only:
-its subscriptions still get its events. One that is built but cannot be opened (a broker
-away) answers `retry` until it opens (`ripple.pipeline.unopened.Unopened`): a user's topic
-never stops the pipeline.
+When a change takes effect: docs/pipeline.md, "Where the work runs".
 """
 
 from __future__ import annotations

@@ -69,7 +69,8 @@ class DeliveryStreamReader(ChangeStreamStreamReader):
     With a lease (`leaseSeconds` > 0) a trickle is not a batch per handful of records: when
     at most a single task's records wait, the batch is one lease task that delivers what
     arrives for that long, a few milliseconds after each commit, so an event waits for
-    neither Spark's planning nor its checkpoint writes (~0.2-0.3 s a batch). The lease's
+    neither Spark's planning nor its checkpoint writes, which cost far more than a step
+    (BENCHMARKS.md, "Issue 25, third session"). The lease's
     offsets are the delivered positions it started from, with a lease counter that makes
     each lease a new batch; what a lease delivered is in the consumer offsets, where the
     next batch starts (`partitions` and `latestOffset` both start from them). A backlog is

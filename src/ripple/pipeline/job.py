@@ -218,9 +218,10 @@ def checkpoint_root(settings: JobSettings) -> str:
 # Spark writes two small files a batch, its offset and commit logs. On the local file system
 # Hadoop's defaults (FileContext, checksummed) start six processes per file when Hadoop's
 # native library is missing, as it is from pip's PySpark: a `chmod` for the file and for its
-# .crc, a `readlink` either side of both renames; 150-190 ms of every batch on 2 busy cores.
-# A local checkpoint is written through Spark's FileSystem-based manager (a plain rename,
-# atomic on POSIX) over the raw local file system (no .crc): one `chmod`, ~30 ms a batch.
+# .crc, a `readlink` either side of both renames, a large share of every batch. A local
+# checkpoint is written through Spark's FileSystem-based manager (a plain rename, atomic on
+# POSIX) over the raw local file system (no .crc): one `chmod` (BENCHMARKS.md, "Issue 25,
+# second session: a batch's fixed cost, the pull store").
 LOCAL_CHECKPOINT_CONF = {
     "spark.hadoop.fs.file.impl": "org.apache.hadoop.fs.RawLocalFileSystem",
     "spark.sql.streaming.checkpointFileManagerClass": (

@@ -3,21 +3,13 @@ in sequencer order on their way to a destination, across failures, retries, the 
 queue, the dead letters and restarts.
 
 A key (`<bucket>/<key>`) is **held** at a destination while any of its events waits in that
-destination's retry queue or dead letters; a held key's new events go to the queue behind
-them, whatever their own outcome would have been. The state is the metabase's tables
-(`ripple.pipeline.queue` keeps each event's object and sequencer), so it outlives a restart
-and is the same for every process that delivers or drains.
+destination's retry queue or dead letters, state kept in the metabase's tables, so it
+outlives a restart and is the same for every process. A batch sends a key's events in waves
+(`lanes`), so no key has two in flight; the drain sends only each held key's head, its
+queued event of least sequencer (`due_lanes`), and only while the key has no dead letters;
+what cannot go yet is put off (`put_off`) so the driver does not start drains for it.
 
-- A batch sends a key's events in **waves** (`lanes`): the first event of every key, then the
-  second, …, so no key has two events in flight. A key whose event still fails after the
-  in-batch retries (or is refused for good) stops: its later events go to the queue.
-- The drain sends only each key's **head**, its queued event of least sequencer, and only
-  while the key has no dead letters (`due_lanes`); after the head is delivered the next is
-  the head (read with it, in the same page). A dead letter keeps its key held until it is
-  replayed or purged; the key's queued events meanwhile only age into the dead letters,
-  head first.
-- Queued events that cannot go yet are put off (`put_off`) so the driver does not start
-  drains for them.
+The guarantee, the rules and what they cost: docs/delivery.md, "Per-key ordering".
 """
 
 from __future__ import annotations

@@ -1,24 +1,16 @@
 """Routing: each event to every destination of its bucket whose event types and key,
-metadata and tag filters match it. An event whose bucket has no destination at all is logged
-as a warning, counted (`ripple_events_unrouted_total`) and discarded; one that no filter
-selects is simply not sent (as S3 does).
+metadata and tag filters match it.
 
-Bucket events (`BucketCreated:*`, `BucketRemoved:*`) go to the project-wide destinations of
-their bucket's project (topics with `project-events`); without one they are dropped quietly:
-they are opt-in, not unrouted.
+An event whose bucket has no destination at all is logged, counted
+(`ripple_events_unrouted_total`) and discarded; one that no filter selects is simply not
+sent, as in S3. Bucket events go only to their project's project-wide destinations (topics
+with `project-events`), dropped quietly without one. A rename's events come both ways and
+each destination gets those its topic's `rename-events` names; a topic's `include-tags` /
+`include-metadata` add the object's tags and user metadata under `s3.object` here, before
+delivery, so retries, dead letters and pull subscriptions hold the same message.
 
-A rename's events come both ways (`EventRecord.rename`): each destination gets those of its
-topic's `rename-events` (`s3`: removed + created per key; `single`: one `ObjectRenamed:Rename`).
-
-A destination whose topic sets `include-tags` / `include-metadata` gets its events with the
-object's tags and user metadata added under `s3.object`, as another object store sends them:
-
-    "tags": [{"key": "project", "val": "x"}],
-    "metadata": [{"key": "x-amz-meta-camera", "val": "x100v"}]
-
-each sorted by key; `[]` when the object has none, left out when the change record does not
-say (the stream did not watch the column). They are added here, before delivery, so retries,
-dead letters and pull subscriptions hold the same message.
+How routing runs over a task's columns: docs/pipeline.md, "Routing"; the added members:
+docs/events.md, "Tags and metadata in events".
 """
 
 from __future__ import annotations

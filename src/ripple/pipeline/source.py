@@ -1,24 +1,14 @@
 """The Spark data source over a change stream: `spark.readStream.format("ripple-changestream")`.
 
-Each change-stream partition has its own offset (the last position read). A batch is read as
-one Spark input partition per change-stream partition with records, or, when it holds at
-most `SINGLE_TASK_RECORDS` records (and half of `maxRecordsPerBatch`), as one input
-partition over all of them (a task costs more than a few hundred records do). `latestOffset`
-only ever names positions that are committed: positions are dense and taken in commit order
-(ripple.changestream.writer), so everything up to a partition's committed `next_position` is
-final and can no longer be filled (the no-skip rule). Under admission control
-(`maxRecordsPerBatch`) a backlog drains in bounded batches; a batch always ends on a
-transaction's last record in its partition, so the transform sees whole transactions, and
-takes every partition up to one commit time, so a key whose events are in two partitions
-(a change of several keys is recorded in its least key's) never has a later event in an
-earlier batch.
-`read()` is stateless: it opens its own connection and returns Arrow record batches.
-`commit(end)` also stores the positions as consumer offsets in the metabase, so a pipeline
-whose checkpoint directory is lost resumes where it was.
+Each change-stream partition has its own offset (the last position read). The one rule the
+reader relies on: `latestOffset` only ever names committed positions, and positions are
+dense and taken in commit order (`ripple.changestream.writer`), so everything up to a
+partition's committed `next_position` is final (nothing is skipped). A batch always ends on
+a transaction's last record in its partition and takes every partition up to one commit
+time, so the transform sees whole transactions and no key has a later event in an earlier
+batch. `read()` is stateless; `commit(end)` also stores the positions as consumer offsets.
 
-Options: `url` (the metabase database, required), `stream` (default `bucket_eventing`),
-`consumer` (default `pipeline`), `maxRecordsPerBatch` (default 50000), `startingPositions`
-(`earliest` | `latest`; used when neither a checkpoint nor consumer offsets exist).
+Input partitions, admission control and the options: docs/pipeline.md, "Source".
 """
 
 from __future__ import annotations

@@ -2,34 +2,16 @@
 routes and delivers them, all inside the Python worker that runs it; the driver gets the
 task's outcomes (`ripple.pipeline.outcomes`), never its events.
 
-    ripple-deliveries source, read(ranges)     in a Python worker, per task:
-      records (its stream partitions, whole transactions)
-      → events (ripple.pipeline.transform.BatchMapper), in commit order
-      → routes (ripple.pipeline.route), targets (ripple.pipeline.deliver.Deliverer)
+    read(ranges) → events (transform.BatchMapper), in commit order → route → deliver
       → consumer offsets of its partitions, then one small batch of outcomes
 
-A worker builds its `Parts` — metabase pool, registry, targets, retry queue — from the
-pipeline's `WorkerSetup` the first time a task of that pipeline reaches it, and keeps them
-while Spark reuses the worker (`spark.python.worker.reuse`): targets are opened once per
-worker process, not per batch, and closed when Spark stops its workers (SIGHUP) or a task of
-another pipeline run reaches the worker. Every task first applies a changed eventing configuration
-(one indexed query), as the driver did before. A task returns only when each of its events is
-acknowledged or in its destination's retry queue, and Spark commits the batch's offsets only
-once every task has returned: at least once, as before. A task that Spark retries delivers
-again (the event ids stay the same; pull subscriptions store an event once).
+A worker builds its `Parts` (metabase pool, registry, targets, retry queue) from the
+pipeline's `WorkerSetup` once per pipeline run and keeps them while Spark reuses it. A task
+returns only when each of its events is acknowledged or queued, so Spark's offsets commit
+is at least once. `deliver_task` is a batch's task (the `read()` of
+`ripple.pipeline.deliveries`), `lease_task` a trickle's, `drain_task` the retry queues'.
 
-A key's events stay in one task, in commit order: a task reads whole stream partitions, a
-key's own changes are in its partition, and a batch whose records include a change of several
-keys (DeleteObjects, a prefix rename: recorded in the least key's partition) is read in one
-task (`ripple.pipeline.source`).
-
-`lease_task` is the steady trickle's task: it does the same for what the stream receives
-over a few seconds, step by step, milliseconds after each commit (`ripple.pipeline.deliveries`
-plans it; `ripple.pipeline.leases` ends it when its pipeline stops).
-
-`drain_task` gives the retry queues' due events another attempt; the driver runs it as a
-one-task Spark job when a queue has due events (docs/pipeline.md says why). The source whose
-`read()` runs `deliver_task` is `ripple.pipeline.deliveries`.
+Where the work runs and why: docs/pipeline.md, "Where the work runs" and "Delivery".
 """
 
 from __future__ import annotations
@@ -235,7 +217,8 @@ def fewer_collections() -> Iterator[None]:
     """Python's cyclic garbage collector runs less often while events are handled. Routing
     and delivery make objects by the event (rows, deliveries): at the default threshold the
     collector ran every 700 of them, its fuller passes walking the process's whole heap, a
-    fifth of a 50,000-event batch (BENCHMARKS.md). It still runs, every
+    large share of a batch (BENCHMARKS.md, "The transform's fast path, columnar routing and
+    fewer collections"). It still runs, every
     `BATCH_COLLECTION_THRESHOLD` allocations, which limits what a long batch (a slow
     destination) can pile up. The first of overlapping batches raises the threshold and the
     last to end puts it back; a threshold of 0 (automatic collection off) or one already as
