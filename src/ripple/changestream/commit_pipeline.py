@@ -1,27 +1,16 @@
 """PostgreSQL: send a transaction's change records and its COMMIT in one libpq pipeline.
 
-This runs in every eventing commit, so it speaks to libpq directly (psycopg's `PGconn`)
-instead of through psycopg's `Connection.pipeline()`: the records' INSERTs (a statement
-prepared once per connection, parameters in text format), the COMMIT and a Sync go out in
-one write, and the results come back together. On this project's 2-core machine, with 8
-writers (`bench/changestream.py`, "last step"), the records and COMMIT through psycopg's
-general-purpose pipeline cost a writer 600-670 µs of CPU more than a plain COMMIT; this way,
-270-320 µs more.
+This runs in every eventing commit, so it speaks to libpq directly (psycopg's `PGconn`),
+which costs the writer far less CPU than psycopg's `Connection.pipeline()`: the INSERTs (one
+statement prepared per connection, run on a generic plan, since planning it anew at each
+commit cost more than running it), the COMMIT and a Sync go out in one write. psycopg
+deallocates prepared statements on a rollback, so the statement is kept in psycopg's own
+table (`PrepareManager`, an internal) and prepared anew when missing there; where those
+internals differ (`available()` is false) the caller uses psycopg's public pipeline. The
+connection must be psycopg's, non-blocking and not in a psycopg pipeline.
 
-The INSERT runs on a generic plan, made once per connection: the metabase's connections plan
-every statement with its parameters (`plan_cache_mode = force_custom_plan`, for the bulk
-statements whose arrays a generic plan cannot size), and planning the record's statement
-anew (a CTE that moves the partition row on and inserts the record) cost the server 300-400
-µs per commit, more than running it. So the pipeline starts with `SET LOCAL plan_cache_mode =
-force_generic_plan`, which ends with the COMMIT.
-
-The connection must be psycopg's (non-blocking, as psycopg leaves it) and not in a psycopg
-pipeline. The INSERT is a prepared statement, and psycopg deallocates every prepared statement
-of a connection when it rolls a transaction back (or sees DROP, ALTER, DISCARD ALL): so the
-statement is entered in psycopg's own table of prepared statements (`PrepareManager`, a
-psycopg internal), which psycopg clears as it deallocates; a statement missing there is
-prepared again, under a new name, in the same pipeline. Where psycopg's internals are not as
-expected (`available()` is false), the caller uses psycopg's public pipeline instead.
+Why: docs/changestream.md, "Ordering and the no-skip rule"; the figures: BENCHMARKS.md,
+"Change stream: what recording costs a writer, and how fast it reads".
 """
 
 from __future__ import annotations

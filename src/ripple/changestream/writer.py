@@ -1,26 +1,17 @@
 """Writing change records inside the transaction whose changes they record.
 
-`flush` runs just before COMMIT. For every stream over a changed table it keeps the mods
-the stream's options and the transaction's exclusion let through, groups them into one
-record per partition per mod type (DELETE, UPDATE, INSERT, in that order, which is the
-order the metabase makes them per key), and inserts the records.
+`flush` runs just before COMMIT. For every stream over a changed table it keeps the mods the
+stream's options and the transaction's exclusion let through, groups them into one record
+per partition per mod type (DELETE, UPDATE, INSERT, in that order) and inserts the records.
+A transaction's changes in one bucket all go to one partition (`Partitioning`), that of the
+least key it changes there, so the transform sees a DeleteObjects or a rename whole.
 
-Which partition: `Partitioning` says, per table. A bucket's objects are spread over the
-partitions by key, so writers of different keys of one bucket take different partition rows
-(below); but a transaction's changes in one bucket all go to one partition, that of the least
-key it changes there, so the transform still sees a DeleteObjects or a rename whole.
-
-Positions and commit timestamps are taken as the last thing before COMMIT, under the lock of
-its partition's row in `change_partitions`, which the transaction then holds until it has
-committed: positions are dense and follow commit order, so a reader never has to guess
-whether a gap will still be filled, and commit timestamps strictly increase within a
-partition. On PostgreSQL one statement per record moves the partition row on and inserts the
-record with its position (rows sorted by stream and partition, so two transactions lock
-partitions in the same order), sent in one libpq pipeline with the COMMIT
-(`ripple.changestream.commit_pipeline`), so no round trip to the client happens while the
-lock is held. On SQLite, whose writers queue on `BEGIN IMMEDIATE` anyway, the INSERT reads
-the partition row and a row trigger moves it on (`ripple.changestream.ddl`). Each record is
-written once, with its position.
+The invariant readers rely on: positions and commit timestamps are taken as the last thing
+before COMMIT, under the lock of the partition's row in `change_partitions`, held until the
+commit is done, so positions are dense and follow commit order. PostgreSQL sends the records
+with the COMMIT in one pipeline (`ripple.changestream.commit_pipeline`); on SQLite a row
+trigger moves the partition row on (`ripple.changestream.ddl`). Why and what it costs:
+docs/changestream.md, "Ordering and the no-skip rule".
 """
 
 from __future__ import annotations

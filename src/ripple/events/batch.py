@@ -1,24 +1,15 @@
 """Event records of many one-change transactions at once, over Arrow columns: the fast path
 of the pipeline's transform (`ripple.pipeline.transform`).
 
-Most transactions are one PUT, POST, copy, multipart completion or DELETE of one key: one
-change record holding one mod. Their S3 events differ only in a few values (the key, size,
-eTag, versionId, sequencer and eventTime, and the request's ids, principal and address), so
-the events of one *shape* (event name, project, bucket, stream version, which of those
-members they have: `ripple.events.template.Shape`) are filled into one template, which
-`s3_events` itself writes and checks (`ripple.events.template`). Each record's values are
-computed over whole columns (`ripple.events.columns`).
+Most transactions are one change record holding one mod (a PUT, POST, copy, multipart
+completion or DELETE of one key), whose S3 events differ only in a few values. The events of
+one *shape* (`ripple.events.template.Shape`) are filled into one template, which `s3_events`
+itself writes and checks (`ripple.events.template`), with each record's values computed
+over whole columns (`ripple.events.columns`); so the message layout has one source,
+`s3_events`. Every other record, and a batch the fast path cannot read, is left to
+`s3_events`. Pure: no I/O.
 
-So the message layout has one source, `s3_events`. Records of any other kind (several
-records or mods, UPDATEs, renames, lifecycle expirations, a copy onto itself, a null version
-whose tag names any bucket's versioning), records with a value JSON would escape, and records
-of a shape whose template fails its check are left to `s3_events`; so is a whole batch that
-Arrow's JSON reader will not read (a value of another JSON type than the writer writes).
-
-Whether an event's values carry the object's user metadata and tags is the same for every
-record of one stream version and mod type (the writer records all watched columns, or no
-old values at all): the shape holds both, and the template says it for all its records.
-Pure: no I/O.
+What takes the fast path and what does not: docs/pipeline.md, "Transform".
 """
 
 from __future__ import annotations

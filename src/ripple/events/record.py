@@ -2,22 +2,14 @@
 what each event type adds to `s3.object` (`EventShape`), for `ripple.events.s3` and
 `ripple.events.buckets`.
 
-- `ObjectAcl:Put`: `grants`, the ACL after the change (the canned private ACL, the bucket
-  owner's FULL_CONTROL alone, when the row holds none).
-- `ObjectMetadata:Update`: `metadataUpdate`, which settings changed (`retention`,
-  `legalHold`; `lastModified` and `userMetadata` for a copy onto itself) and their values.
-- `LifecycleExpiration:*`: `lifecycleEventData` (beside `s3`) naming the rule, and the
-  system as principal and source (no request made the change).
-- `ObjectRenamed:Rename` of a prefix, and bucket events, name no one object: `size` 0 and an
-  empty `eTag`, so that consumers requiring both of every event but a removal (AWS Lambda
-  Powertools' `S3Model`) take them.
+`ObjectAcl:Put` adds `grants`, `ObjectMetadata:Update` `metadataUpdate`,
+`LifecycleExpiration:*` `lifecycleEventData`. Events about no one object (a prefix's
+`ObjectRenamed:Rename`, bucket events) have `size` 0 and an empty `eTag`, so that typed
+consumers requiring both take them; `sourceIPAddress` is never empty (the system's name for
+a change no request made). Pure: no I/O.
 
-`sourceIPAddress` is never empty: a change no request made (a system transaction, a write
-without a transaction tag) has the system's name, `ripple`; with the event source `aws:s3`
-ripple names itself as Amazon S3 does, `s3.amazonaws.com` (`EventSettings.system_name`),
-the only name besides an address that typed AWS consumers accept.
-
-Pure: no I/O.
+Every field and why: docs/events.md, "Fields", "Renames, ACLs, metadata updates, lifecycle
+and bucket events" and "Typed AWS consumers".
 """
 
 from __future__ import annotations
@@ -170,7 +162,7 @@ class EventShape:
             etag = self.values.get("etag") or self.tag.etag  # the row's, since 0011
             if etag:
                 obj["eTag"] = str(etag).strip('"')
-        elif not self.whole:  # a prefix: no one object (see the module docstring)
+        elif not self.whole:  # a prefix: no one object, size 0 and an empty eTag
             obj.update(NO_OBJECT)
         vid = _version_id(self.status, self.keys, self.values, bucket, self.tag)
         if vid is not None and self.whole:
