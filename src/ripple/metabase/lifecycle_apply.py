@@ -1,32 +1,17 @@
 """One lifecycle rule applied to one bucket (`RuleRun`), for `lifecycle_run`.
 
-The rule is applied action by action: AbortIncompleteMultipartUpload, Expiration of current
-versions (Days or Date), NoncurrentVersionExpiration, then ExpiredObjectDeleteMarker. The
-bucket is read in key order (each key's versions oldest first) in pages, outside any write
-(`lifecycle_scan`); the versions an action applies to are gathered into batches of at most
-`batch` rows (one key's versions split across batches when it has more), and each batch is
-one *system* transaction of one rule in one bucket, tagged `lifecycle-expiration` with the
-rule's ID, which locks the batch's keys, reads the batch's versions and their places again
-and re-applies the rule to what it finds (so a write in between is never undone).
+The rule is applied action by action (AbortIncompleteMultipartUpload, Expiration of current
+versions, NoncurrentVersionExpiration, ExpiredObjectDeleteMarker) over the places
+`lifecycle_scan` reads outside any write. The versions due are gathered into batches of at
+most `batch` rows, each one *system* transaction tagged `lifecycle-expiration` with the
+rule's ID, which locks the batch's keys, reads the versions' places again and re-applies the
+rule to what it finds, so a write in between is never undone. `now` only judges ages:
+object lock is judged, and new delete markers stamped, by the metabase clock (`db.now()`),
+so a run "in the future" never deletes a retained version. The metabase owns no object data:
+`removed` is told, after each batch commits, which rows went.
 
-`now` only judges ages, as S3 counts them: a version expires `Days` after it was created,
-rounded up to the next midnight UTC, i.e. once `created_at <= midnight(now) - Days`; a
-noncurrent version `NoncurrentDays` after it became noncurrent (the `created_at` of the
-next newer version), rounded the same way; an upload `DaysAfterInitiation` after it began,
-likewise (an age that reaches back before year 1 is due for nothing, and no statement is
-run for it). A `Date` rule applies to every matching current version from that midnight on.
-Object lock is judged, and new delete markers are stamped, by the metabase clock
-(`db.now()`) at the write, whatever `now` is: a run "in the future" never deletes a version
-whose retention has not run out yet.
-
-Expiring a current version: unversioned bucket, the row is deleted; versioning enabled, a
-delete marker becomes the latest version; suspended, a `null` delete marker replaces the
-key's `null` version (DeleteObject's rule, with its helpers). A latest version that is a
-delete marker is left alone. Object lock is obeyed as TTL deletes obey it: a version under
-legal hold or active retention is never deleted (counted in `kept_locked`). Aborted uploads
-are removed as AbortMultipartUpload removes them, in a transaction the change streams that
-allow exclusion leave out. The metabase owns no object data: `removed` is told, after each
-batch commits, which rows went (their data and upload parts are the caller's to free).
+What each action does per versioning state, and ages: docs/lifecycle.md, "What each action
+does" and "Transactions and events".
 """
 
 from __future__ import annotations

@@ -1,24 +1,14 @@
 """Applying lifecycle rules (`ripple lifecycle run`, and `ripple up` on a schedule).
 
-Every enabled rule of every bucket (or of one) is applied, in configuration order, each as
-`lifecycle_apply.RuleRun` applies one rule to one bucket (batches, transactions, ages and
-object lock are described there). `cancelled` is asked before every page read, rule,
-bucket and transaction.
+Every enabled rule of every bucket (or of one) is applied, in configuration order, each by
+`lifecycle_apply.RuleRun`; `cancelled` is asked before every page read, rule, bucket and
+transaction. One tenant's rule never stops the others': a rule that fails is logged as one
+warning line, counted, given to `rule_failed` with its reason (`FAILURE_REASONS`: `invalid`,
+`bucket_deleted`, `error`), and the run goes on. What is no rule's fault ends the run: the
+database away (`OperationalError`, `InterfaceError`, a connection invalidated), or
+`cancelled`.
 
-One tenant's rule never stops the others'. A rule that fails is logged as one warning line
-naming the project, the bucket, the rule and why (no traceback), counted in the result and
-given to `rule_failed` with its reason (for the metric), and the run goes on with the
-bucket's next rule and every other bucket. The reasons (`FAILURE_REASONS`):
-
-- `invalid`: the stored rule is refused by today's checks (stored before a bound was added,
-  such as a `Days` too large for a date, or written by hand); it is skipped, the bucket's
-  other rules are applied (a `Disabled` one is passed over silently: it does nothing);
-- `bucket_deleted`: the bucket went during the run; its remaining rules are not tried;
-- `error`: applying the rule raised anything else that is the rule's own (a value the
-  database refuses, a metabase error); what committed before stays.
-
-What is no rule's fault ends the run: the database away (`OperationalError`,
-`InterfaceError`, a connection invalidated) and, of course, `cancelled`.
+The reasons and what follows each: docs/lifecycle.md, "Running it".
 """
 
 from __future__ import annotations

@@ -1,23 +1,16 @@
 """Which versions a lifecycle action applies to, read with bounded memory.
 
-All an action needs to know of a version is its *place* among its key's committed
-versions (`Place`): how many newer versions there are, when the next newer one was created
-(the moment this one became noncurrent) and whether an older one exists. `places` reads a
-bucket in key order, each key's versions oldest first, page by page, and gives every
-committed version's place while holding one page and at most `cap + 1` versions of a key
-(`cap`: how many newer versions an action needs to see, at most 101), so a key with
-millions of versions costs no more memory than one with two. `places_now` reads the places
-of given versions again inside a write, in one statement, however many versions their keys
-have. `current_due`, `noncurrent_due` and `marker_due` judge a place at `now`.
+All an action needs to know of a version is its *place* among its key's committed versions
+(`Place`): how many newer versions there are, when the next newer one was created and
+whether an older one exists. `places` reads a bucket in key order, each key's versions
+oldest first, page by page, holding one page and at most `cap + 1` versions of a key;
+`places_now` reads the places of given versions again inside a write, in one statement.
+`current_due`, `noncurrent_due` and `marker_due` judge a place at `now`, against
+`cutoff(now, days)`, which is None when it would reach back before year 1: nothing is that
+old, so the action is not scanned for at all and no date overflows.
 
-An age is judged against `cutoff(now, days)`, which is None when it would reach back before
-year 1 (a `Days` of up to a million, judged at any `now`): nothing is that old, so the due
-functions are None too and the action is not scanned for at all; no date overflows, in
-Python or in a statement.
-
-Oldest first matters: the batches of one key's noncurrent versions are deleted oldest
-first, and deleting older versions changes nothing of a newer version's place, so what a
-later batch reads again is what the scan saw.
+Why oldest first, and the bounds on ages: docs/lifecycle.md, "Transactions and events" and
+"Dates that would overflow".
 """
 
 from __future__ import annotations

@@ -2,26 +2,14 @@
 
 A rename is one write transaction that deletes the source's row and inserts a row at the
 destination carrying the same stream id (so the data file, or the inline data, moves with
-the row), ETag, size, content type, user metadata, tags, ACL and `created_at` (S3 keeps
-the creation and last-modified dates of a renamed object). The change stream sees a
-DELETE of the source and an INSERT of the destination in one transaction tagged
-`rename` (`rename_from`: the source key) or `rename-prefix` (`rename_from` / `rename_to`:
-the prefixes).
+the row), ETag, size, content type, user metadata, tags, ACL and `created_at`; the change
+stream sees a DELETE and an INSERT in one transaction tagged `rename` or `rename-prefix`.
+Only unversioned buckets (as S3: directory buckets), never a locked source. One key: an
+existing destination is replaced as an overwrite replaces it (the caller frees `removed`
+once committed), under S3's conditions on both keys. A prefix: every committed key under it
+moves, all or none, to a destination prefix that holds no key, at most `max_keys`.
 
-S3 has RenameObject only for unversioned (directory) buckets: a bucket whose versioning is
-Enabled or Suspended is refused (`InvalidRequest`), and so are buckets with object lock,
-which are always versioned. A source version under legal hold or active retention cannot be
-renamed (`AccessDenied`, as a delete would answer).
-
-One key: an existing destination is replaced as an overwrite replaces it (the caller frees
-the data of `removed` once committed). The conditions are S3's: `If-Match`,
-`If-None-Match` (`*`: the destination must not exist), `If-Modified-Since`,
-`If-Unmodified-Since` on the destination, the `x-amz-rename-source-if-*` ones on the
-source; one that does not hold is `PreconditionFailed` (412).
-
-A prefix: like a file-system rename of a directory, every committed key under the source
-prefix moves under the destination prefix, all or none; the destination prefix must hold
-no key (`DestinationPrefixNotEmpty`, 409) and the source at most `max_keys`.
+Conditions, refusals and their errors: docs/gateway.md, "Rename".
 """
 
 from __future__ import annotations

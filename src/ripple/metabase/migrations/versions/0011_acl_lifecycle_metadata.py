@@ -1,21 +1,13 @@
-"""ACLs, lifecycle configurations, and the object columns metadata events need:
-`objects.acl`, `buckets.acl`, `buckets.lifecycle`, and `bucket_eventing` watches the ACL, the
-lock settings (retention and legal hold) and the ETag of objects.
+"""ACLs, lifecycle configurations, and the object columns metadata events need.
 
     ALTER TABLE objects ADD COLUMN acl JSON
     ALTER TABLE buckets ADD COLUMN acl JSON
     ALTER TABLE buckets ADD COLUMN lifecycle JSON
     ALTER CHANGE STREAM bucket_eventing SET FOR objects(status, total_plain_size, stream_id,
-                                                        user_metadata, tags, acl,
-                                                        retention_mode, retain_until, legal_hold,
-                                                        etag)
+        user_metadata, tags, acl, retention_mode, retain_until, legal_hold, etag)
 
-An ACL column holds `{"grants": [{"grantee": {...}, "permission": ...}, ...]}` (NULL: the
-canned `private`, the owner's FULL_CONTROL alone); `lifecycle` holds the bucket's parsed
-lifecycle rules (NULL: none). With the ACL and lock columns watched, PutObjectAcl makes
-`ObjectAcl:Put` and PutObjectRetention / PutObjectLegalHold make `ObjectMetadata:Update`
-events (docs/events.md). With the ETag in every record, an event names each object's own
-even when one transaction writes many (a prefix rename), not only the transaction tag's.
+NULL is the canned `private` ACL, or no lifecycle rules. The ACL's JSON: docs/acl.md; why
+each watched column: docs/changestream.md, "The `bucket_eventing` stream".
 
 Revision ID: 0011
 Revises: 0010
