@@ -8,29 +8,9 @@ each sending some events about some keys to a topic:
     validate_topics(notifications, topic_exists)  # NotificationError naming unknown topics
     row = json.dumps(notification_to_json(n))  # stored; notification_from_json
 
-Decisions, with S3's behaviour where ripple differs:
-
-- Event types are `s3:` and an event name ripple emits (`ripple.events.names`), or a
-  family wildcard: `s3:ObjectCreated:*`, `s3:ObjectRemoved:*`, `s3:ObjectTagging:*`,
-  `s3:ObjectAcl:*`, `s3:ObjectMetadata:*`, `s3:ObjectRenamed:*`,
-  `s3:LifecycleExpiration:*`. S3's other types (restore, replication, transition, ...), the
-  bucket events (a topic's `project-events`) and `s3:*` are "not supported for
-  notifications".
-- Key filter `Filter/S3Key/FilterRule`: Name `prefix` or `suffix` (any case), as in S3, plus
-  the extension `regex`: a Python regular expression the whole key must match
-  (`re.fullmatch`). Extension `Filter/S3Metadata/FilterRule`: user metadata Name and Value,
-  all of which the object's metadata must have (names ignore case and an `x-amz-meta-`
-  prefix; values are compared exactly). Extension `Filter/S3Tags/FilterRule`: tag key (Name)
-  and value, all of which the object's tags must have, compared exactly. Filters look at the
-  key as stored, not URL-encoded. `ripple.notifications.filters` checks them.
-- Overlap: S3 refuses two configurations that share an event type (wildcards expanded) and
-  whose prefixes overlap and whose suffixes overlap, whatever their destinations. ripple
-  sends many notifications per bucket, each to its own topic, so it refuses overlap only
-  between two configurations naming the same topic ARN, where one event would be
-  delivered twice. Regex, metadata and tag filters are not compared (that is undecidable), so
-  same-topic configurations must differ in event types, prefix or suffix.
-- A configuration without `Id` gets one that looks like S3's: a random UUID in base64.
-- At most 100 configurations; Ids of at most 255 characters, filter values of at most 1024.
+Where ripple differs from S3 (the event types, the `regex`, `S3Metadata` and `S3Tags`
+filters, overlap judged only between configurations to the same topic) and the limits:
+docs/notifications.md, "Bucket notifications (S3 API)".
 """
 
 from __future__ import annotations

@@ -1,27 +1,16 @@
 """Topics: the named destinations bucket notifications send events to.
 
-A topic has a push endpoint and arguments, as the topics of a peer object store do. Until
-the topic API exists they are configured in `ripple.toml`, one table per topic:
+A topic has a push endpoint and arguments, as the topics of a peer object store do; it is
+made through the topic API or configured in `ripple.toml`, one table per topic:
 
     [topics."projects/my-team/topics/photos"]
     push-endpoint = "https://hooks.example/s3"
-    secret = "s3cr3t"
     time-to-live = 3600
 
-The push endpoint says where the topic's events are pushed:
-
-- not set: a topic named like a Google Pub/Sub topic (`projects/P/topics/T`, as the phase-1
-  list names them) is published to Pub/Sub; any other topic is pull-only;
-- a destination URI (`ripple.notifications.endpoints`): `http[s]://…` (a webhook),
-  `amqp[s]://…` (RabbitMQ), `nats://…` (NATS JetStream), `mqtt[s]://…`, `redis://…`,
-  `kafka://…` (Kafka), or
-  `pubsub://projects/P/topics/T` (that Pub/Sub topic), or `snapshot://NAME` (archived in
-  pages by that snapshotter, one writer per bucket: `ripple.targets.snapshot`);
-- `none`: pull-only: events are kept only for the topic's pull subscriptions.
-
-Every topic's events are also stored in its pull subscriptions, whatever its endpoint.
-`parse_topics` checks the shape; what the arguments mean is the targets' business
-(`ripple.targets.destinations`).
+An unset push endpoint means Google Pub/Sub for a name like `projects/P/topics/T`, and
+pull-only for any other; `none` is pull-only. Every topic's events are also stored in its
+pull subscriptions. `parse_topics` checks the shape; what the arguments mean is the targets'
+business (`ripple.targets.destinations`). Endpoints: docs/configuration.md, "Topics".
 """
 
 from __future__ import annotations
