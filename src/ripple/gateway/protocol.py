@@ -1,42 +1,16 @@
 """The gateway's HTTP/1.1 connections: uvicorn's httptools protocol (llhttp, with its strict
 defaults) with S3's framing rules, limits and timeouts, so that what a client can send never
 reaches the app as something it cannot answer, and a client that stops sending a request
-never holds its connection. (One that stops reading an answer is not timed out here: a large
-GET to a client that never reads keeps its connection until the client goes.) The rules and
-S3's errors are in `ripple.gateway.http_rules`, the lingering close in `http_close`.
+never holds its connection. The rules and S3's errors are in `ripple.gateway.http_rules`,
+the lingering close in `http_close`.
 
-- A request's head must arrive within `header_timeout` of the connection opening or of the
-  previous response; one that started and stalled is answered `400 RequestTimeout`, a
-  connection that sent nothing is closed without a word. (Between requests uvicorn's
-  keep-alive timeout, 5 s, still closes an idle connection first.)
-- While the app waits for body bytes, `body_timeout` may pass between two of them; then the
-  app answers `400 RequestTimeout` (its `receive` raises the `S3Error`) and the connection
-  closes, as S3 does for an idle socket.
-- A request head over `max_header_section` bytes in all (the request line and every header
-  line), or with a header line over `max_header_field`, is `400
-  RequestHeaderSectionTooLarge`. Heads are counted as they arrive and refused as soon as
-  they pass a limit, so no more than the section limit and one read of a head is held.
-  (A chunked body's trailer lines, which llhttp holds too, are bounded the same way.)
-- `Content-Length` with `Transfer-Encoding` is `400 BadRequest` (RFC 9112 §6.1: the message
-  is one a proxy may frame differently, so the connection cannot carry another), a
-  transfer coding other than chunked is `501 NotImplemented`, and a PUT with a chunked body
-  but neither length (`Content-Length`, `x-amz-decoded-content-length`) is `411
-  MissingContentLength`, as S3 answers. HTTP versions other than 1.0 and 1.1 (HTTP/2's
-  preface) are `400 BadRequest`.
-- Whatever llhttp refuses (a bad header line, several lengths, a malformed chunked body) is
-  S3's error XML too, not uvicorn's plain text; a malformed body is answered by the app on
-  its next read of it. A request refused behind pipelined ones is answered after them.
-- A request asking to upgrade (`Upgrade:`, `CONNECT`) is served as plain HTTP/1.1, body
-  and all, and the connection goes on: the gateway serves no other protocol.
+Here: a request head must arrive within `header_timeout`, and may not pass
+`max_header_section` / `max_header_field` (counted as it arrives); `body_timeout` may pass
+between two body bytes; framing that a proxy could read otherwise is refused; an upgrade is
+served as plain HTTP/1.1. Every refusal is S3's error XML with `Connection: close`, closed
+lingering, and never reaches the app: it is counted as operation `Unknown` and logged.
 
-Every refusal carries `Connection: close`, and the connection is closed *lingering*:
-after the answer the gateway shuts its sending side and reads and drops what the client
-still sends (at most `linger_bytes`, for at most `linger_timeout`), so a client that sends
-its whole request before reading gets the answer instead of a connection reset. A response
-of the app that closes a connection whose request body is unread is closed the same way.
-
-Refusals made here never reach the app: they are counted in its `ripple_s3_requests`
-metric as operation `Unknown` and logged at INFO, one line each.
+Each rule and its answer: docs/gateway.md, "Connections: limits and timeouts".
 """
 
 from __future__ import annotations

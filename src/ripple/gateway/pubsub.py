@@ -1,7 +1,6 @@
 """The pull-subscription REST API under `/_ripple/pubsub/`, as the pubsub module of Ceph RGW
-defines it (its JSON answers; errors are S3's error XML, as RGW answers them). Requests are
-signed with SigV4 for the service `s3`, with the same keys as the S3 API; no bucket name may
-start with an underscore, so the path never clashes with a bucket.
+defines it (its JSON answers; errors are S3's error XML). Requests are signed with SigV4 for
+the service `s3`, with the same keys as the S3 API:
 
     PUT|GET|DELETE /topics/<topic>[?push-endpoint=…&amqp-exchange=…&…]   GET /topics
     PUT|GET|DELETE /notifications/bucket/<bucket>?topic=<topic>[&events=OBJECT_CREATE,…]
@@ -9,20 +8,10 @@ start with an underscore, so the path never clashes with a bucket.
     GET  /subscriptions/<sub>?events[&max-entries=N][&marker=M]
     POST /subscriptions/<sub>?ack&event-id=<id>
 
-Topics are the SNS API's (`gateway.topics`): the same store, ARN, argument checks,
-credential rule and redaction. A `<topic>` is a name of the caller's project or a topic ARN;
-another project's ARN is `AccessDenied`, as is another's bucket or subscription: a user
-manages only their own topics, notifies only on their own buckets and subscribes only to
-their own topics. A subscription made with the CLI has no owner and is not reachable here.
-
-Decisions: a notification made here has the topic name as its Id (PUT replaces it, keeping
-the bucket's other notifications; DELETE removes every notification of the bucket naming
-the topic); `events` are OBJECT_CREATE (`s3:ObjectCreated:*`), OBJECT_DELETE
-(`s3:ObjectRemoved:Delete`), DELETE_MARKER_CREATE (`s3:ObjectRemoved:DeleteMarkerCreated`)
-or `s3:` event types, all three by default. A subscription is pulled in the module's
-compact form (`events`) unless made with `format=s3` (S3 records, `Records`). Subscriptions
-are pull-only: `push-endpoint` (and the AMQP/TLS arguments) on a subscription is
-`NotImplemented`: put the push endpoint on the topic instead.
+Topics are the SNS API's (`gateway.topics`): the same store, ARN, checks and redaction. A
+user reaches only their own topics, buckets and subscriptions. The decisions (notification
+Ids, `events`, pull-only subscriptions) and errors: docs/notifications.md, "Pull
+subscriptions (REST API)".
 """
 
 from __future__ import annotations

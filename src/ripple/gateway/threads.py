@@ -1,24 +1,16 @@
 """The gateway's worker threads: where blocking work runs, off the event loop. Two kinds:
 
 - a gateway's metabase threads (`Workers`, one set per `Services`): metabase operations,
-  each a few statements. How many follows the metabase. SQLite runs one writer at a time
-  and its reads are CPU work that holds the GIL between statements, so 2 threads (one can
-  wait for a commit's fsync while the other reads); more only take turns for the GIL, and
-  each turn costs CPU (a 4 KiB GET, 16 requests at a time, measured in one process: 0.93 ms
-  of CPU with 1 thread, 1.25 ms with 2, 1.81 ms with 32). PostgreSQL's operations mostly
-  wait on the network, so as many threads as its pool keeps connections for
-  (`ripple.metabase.db`: 16 kept, 16 more at a peak), so a thread never waits for one;
-- the data threads (`run_data`, one pool per process): work that may take long or wait
-  for another request or another machine (hashing and writing a large body, placing a
-  large object's file, concatenating parts, copies, an upload's complete lock, a topic's
-  destination checks and test events), so it never holds up metabase operations. Waits
-  on another request in this process wait their turn on the event loop first (an upload's
-  completes: `complete_multipart.one_at_a_time`), so they cannot take every data thread.
+  each a few statements. 2 over SQLite (one writer at a time; its reads are CPU work, and
+  more threads only take turns for the GIL, each turn costing CPU); over PostgreSQL as many
+  as its pool keeps connections for (`ripple.metabase.db`), so a thread never waits for one;
+- the data threads (`run_data`, one pool per process): work that may take long or wait for
+  another request or machine, so it never holds up metabase operations.
 
-A plain `ThreadPoolExecutor` through `loop.run_in_executor`, not anyio's `to_thread` (what
-Starlette's `run_in_threadpool` uses): anyio adds a capacity limiter, a cancel scope and
-its own worker queue to every call, which cost a PutObject more CPU than its metabase
-statements. Pools are made on first use.
+A plain `ThreadPoolExecutor` through `loop.run_in_executor`, not anyio's `to_thread`: anyio
+adds a capacity limiter, a cancel scope and its own queue to every call, which cost a
+PutObject more CPU than its metabase statements. Pools are made on first use. What runs
+where: docs/gateway.md, "Processes"; the figures: BENCHMARKS.md, "Issue 26, sixth session".
 """
 
 from __future__ import annotations
