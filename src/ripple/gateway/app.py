@@ -111,7 +111,8 @@ OWN_PATHS = "/_ripple/"  # no bucket name starts with an underscore
 class GatewayApp(Starlette):
     """Starlette for ripple's own paths; an S3 request goes straight to `s3_app`, past
     Starlette's middleware and router, which would only hand it there (the S3 handler
-    answers every error itself) at a cost of about a tenth of a small request's CPU."""
+    answers every error itself) at a cost a small request's CPU shows (BENCHMARKS.md,
+    "Issue 26, fifth session")."""
 
     s3_app: Callable[[Scope, Receive, Send], Awaitable[None]]
 

@@ -96,7 +96,8 @@ class Gateway:
         config = uvicorn.Config(
             app,
             http=protocol_class(limits or HttpLimits(), app.state.metrics),
-            # libuv's event loop: asyncio's own spent a tenth of a small request's CPU
+            # libuv's event loop: asyncio's own costs a small request noticeably more CPU
+            # (BENCHMARKS.md, "Issue 26, fifth session")
             loop="uvloop",
             log_level="warning",
             access_log=False,

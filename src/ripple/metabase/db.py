@@ -110,9 +110,10 @@ def _postgres_engine(url: sa.URL, echo: bool) -> Engine:
     @event.listens_for(engine, "connect")
     def _on_connect(dbapi_conn: Any, _record: Any) -> None:
         # psycopg prepares a statement after 5 runs, and PostgreSQL then may switch to a
-        # generic plan that cannot see how long the UNNEST arrays are: bulk deletes went
-        # from 5 ms to 100+ ms once single deletes had prepared the same statement. Keep
-        # the prepared statements, but plan each run with its real parameters.
+        # generic plan that cannot see how long the UNNEST arrays are: bulk deletes became
+        # many times slower once single deletes had prepared the same statement
+        # (BENCHMARKS.md, "Bulk delete"). Keep the prepared statements, but plan each run
+        # with its real parameters.
         with dbapi_conn.cursor() as cursor:
             cursor.execute("SET plan_cache_mode = force_custom_plan")
         dbapi_conn.commit()

@@ -363,8 +363,8 @@ def _subscription(row: sa.RowMapping) -> Subscription:
     )
 
 
-# Straight to the driver: the pipeline stores tens of thousands of events a second here,
-# and building the rows through SQLAlchemy cost more than the database's work. Rows go in in
+# Straight to the driver: the pipeline stores every event of a pull topic here, and
+# building the rows through SQLAlchemy cost more than the database's work. Rows go in in
 # the order given, so ids follow the order of the deliveries.
 _INSERT_SQLITE = (
     "INSERT INTO subscription_events (subscription, event_id, event, created_at_ns, batch_id) "
