@@ -388,8 +388,8 @@ def _insert_new(conn: Connection, rows: builtins.list[_Row]) -> int:
     how many were new.
 
     SQLite: one executemany of INSERT … ON CONFLICT DO NOTHING. PostgreSQL: a binary COPY,
-    three times as fast as INSERT … ON CONFLICT there, which pays a speculative insertion
-    per row. Events are new nearly always (they are stored again only when a Spark task or
+    much faster than INSERT … ON CONFLICT there, which pays a speculative insertion per
+    row. Events are new nearly always (they are stored again only when a Spark task or
     batch runs again, or a queued retry follows a delivery that did store), so the COPY
     first goes ahead inside a savepoint and the unique index is the check; only if it
     refuses a row are the stored events looked up (one query) and the others COPYed. That is
