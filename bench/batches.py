@@ -42,7 +42,9 @@ from rich.table import Table
 import pipeline as pipeline_bench  # bench/pipeline.py (bench/ is on sys.path)
 from common import fresh_postgres_database
 from ripple.config import load_settings
-from ripple.metabase import Metabase, ObjectLocation, commit_inline_object
+from ripple.metabase import Metabase, ObjectLocation
+from ripple.metabase.put_object import put_object
+from ripple.metabase.rows import new_stream_id
 from ripple.pipeline.job import LOCAL_CHECKPOINT_CONF
 from ripple.pipeline.service import Pipeline
 from ripple.pipeline.session import spark_session
@@ -154,7 +156,14 @@ def ripple_pipeline(conf: dict[str, str], seconds: float, interval: float) -> di
             n = 0
             while time.monotonic() < end:
                 location = ObjectLocation(world.project_id, "bench-pull", f"trickle-{n:05d}")
-                commit_inline_object(db, location, b"x", etag=pipeline_bench.ETAG)
+                put_object(
+                    db,
+                    location,
+                    stream_id=new_stream_id(),
+                    size=1,
+                    etag=pipeline_bench.ETAG,
+                    inline_data=b"x",
+                )
                 n += 1
                 time.sleep(interval)
             time.sleep(2)

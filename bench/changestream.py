@@ -1,6 +1,6 @@
 """Benchmark: what the change stream costs the metabase's writers, and how fast it reads.
 
-Commits per second of PUTs (`commit_inline_object`, a new key each) for
+Commits per second of PUTs (`put_object` of inline data, a new key each) for
   (a) a bucket without eventing, the change stream absent (dropped),
   (b) a bucket without eventing, the stream present: transaction exclusion,
   (c) a bucket with eventing: records written in every transaction,
@@ -65,16 +65,18 @@ from ripple.metabase import (
     BucketLocation,
     Metabase,
     ObjectLocation,
-    commit_inline_object,
     create_bucket,
     create_project,
 )
 from ripple.metabase.migrate import upgrade
+from ripple.metabase.put_object import put_object
+from ripple.metabase.rows import new_stream_id
 
 console = Console(stderr=True)
 ADMIN_URL = "postgresql://postgres@127.0.0.1:5432/postgres"
 CASES = ("a", "b", "c", "d")
 EVENTED = "evented"
+DATA = b"x" * 64
 
 
 @dataclass(frozen=True)
@@ -152,11 +154,13 @@ def _writer(
     go.wait()  # all start together (and no "done" overtakes another writer's "ready")
     with spent() as writing:
         for i in range(n):
-            commit_inline_object(
+            put_object(
                 db,
                 ObjectLocation(loc.project_id, loc.bucket_name, f"{prefix}/{i:06}.jpg"),
-                b"x" * 64,
+                stream_id=new_stream_id(),
+                size=len(DATA),
                 etag="d41d8cd98f00b204e9800998ecf8427e",
+                inline_data=DATA,
             )
     out.put(("done", writing.cpu_s, commit_step[0]))
     leave.wait()  # the server's CPU is read while this writer's backend still lives

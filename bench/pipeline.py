@@ -70,11 +70,12 @@ from ripple.metabase import (
     BucketLocation,
     Metabase,
     ObjectLocation,
-    commit_inline_object,
     create_bucket,
     create_project,
 )
 from ripple.metabase.migrate import upgrade
+from ripple.metabase.put_object import put_object
+from ripple.metabase.rows import new_stream_id
 from ripple.pipeline.source import DEFAULT_CONSUMER
 from ripple.subscriptions.schema import subscription_events
 from ripple.subscriptions.store import SubscriptionStore
@@ -163,7 +164,10 @@ def _paced_writer(
             if wait > 0:
                 time.sleep(wait)
             key = f"{prefix}-{j:07d}"
-            commit_inline_object(db, ObjectLocation(project_id, "bench-hook", key), DATA, etag=ETAG)
+            loc = ObjectLocation(project_id, "bench-hook", key)
+            put_object(
+                db, loc, stream_id=new_stream_id(), size=len(DATA), etag=ETAG, inline_data=DATA
+            )
             commits.append((key, time.time_ns()))
         out.put(("done", commits))
     except BaseException as e:
@@ -380,7 +384,7 @@ def latency(
     db = Metabase(world.writer_url, eventing=_eventing)
     for i in range(20):
         loc = ObjectLocation(world.project_id, "bench-hook", f"warm-{name}-{i}")
-        commit_inline_object(db, loc, DATA, etag=ETAG)
+        put_object(db, loc, stream_id=new_stream_id(), size=len(DATA), etag=ETAG, inline_data=DATA)
     db.dispose()
     wait_until(process, "the warm-up events", lambda: receiver.stats()["unique"] >= 20, 300)
     receiver.reset()

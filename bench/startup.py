@@ -36,11 +36,12 @@ from ripple.metabase import (
     BucketLocation,
     Metabase,
     ObjectLocation,
-    commit_inline_object,
     create_bucket,
     create_project,
 )
 from ripple.metabase.migrate import upgrade
+from ripple.metabase.put_object import put_object
+from ripple.metabase.rows import new_stream_id
 
 console = Console(stderr=True)
 RIPPLE = Path(sys.executable).with_name("ripple")
@@ -72,7 +73,11 @@ def main() -> int:
 
         def commit(key: str) -> None:
             loc = ObjectLocation(project.id, "startup", key)
-            commit_inline_object(db, loc, key.encode(), etag=hashlib.md5(key.encode()).hexdigest())
+            data = key.encode()
+            etag = hashlib.md5(data).hexdigest()
+            put_object(
+                db, loc, stream_id=new_stream_id(), size=len(data), etag=etag, inline_data=data
+            )
             commits[key] = time.time_ns()
 
         def received(keys: set[str]) -> dict[str, int]:

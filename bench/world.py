@@ -24,11 +24,12 @@ from ripple.metabase import (
     Metabase,
     ObjectLocation,
     Versioning,
-    commit_inline_object,
     create_bucket,
     create_project,
 )
 from ripple.metabase.migrate import upgrade
+from ripple.metabase.put_object import put_object
+from ripple.metabase.rows import new_stream_id
 from ripple.notifications.registry import Destination, Registry
 from ripple.subscriptions.store import SubscriptionStore
 
@@ -112,7 +113,14 @@ def _put_writer(
         for i in range(count):
             n = i * writers + writer
             loc = ObjectLocation(project_id, buckets[n % len(buckets)], f"obj-{n:07d}")
-            commit_inline_object(db, loc, DATA, etag=ETAG)
+            put_object(
+                db,
+                loc,
+                stream_id=new_stream_id(),
+                size=len(DATA),
+                etag=ETAG,
+                inline_data=DATA,
+            )
             if i % 50 == 49:
                 with done.get_lock():
                     done.value += 50

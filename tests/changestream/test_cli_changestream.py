@@ -31,7 +31,6 @@ from ripple.metabase import (
     Metabase,
     ObjectLocation,
     Project,
-    commit_inline_object,
     create_bucket,
     create_project,
     delete_object,
@@ -40,6 +39,7 @@ from ripple.metabase.migrate import upgrade
 from ripple.metabase.schema import objects
 from tests.changestream.conftest import partition_of_key
 from tests.conftest import fresh_postgres_database
+from tests.metabase.objects import commit_inline_object
 
 RIPPLE = Path(sys.executable).with_name("ripple")
 PARTITIONS = 4

@@ -18,10 +18,10 @@ from ripple.metabase import (
     BucketLocation,
     Metabase,
     ObjectLocation,
-    commit_inline_object,
     create_bucket,
     create_project,
 )
+from tests.metabase.objects import commit_inline_object
 
 pytestmark = pytest.mark.postgresql
 

@@ -18,7 +18,6 @@ from ripple.metabase import (
     BucketLocation,
     Metabase,
     ObjectLocation,
-    commit_inline_object,
     create_bucket,
     create_project,
     delete_object,
@@ -26,6 +25,7 @@ from ripple.metabase import (
 from ripple.metabase.migrate import head_revision, upgrade
 from ripple.metabase.schema import objects
 from tests.changestream.conftest import read_all
+from tests.metabase.objects import commit_inline_object
 
 TEST_MIGRATIONS = Path(__file__).parent / "migrations"
 

@@ -28,11 +28,11 @@ from ripple.metabase import (
     BucketLocation,
     Metabase,
     ObjectLocation,
-    commit_inline_object,
     create_bucket,
     create_project,
 )
 from tests.changestream.conftest import Eventing, keys_in, partition_of_key
+from tests.metabase.objects import commit_inline_object
 from tests.waiting import wait_for
 
 pytestmark = pytest.mark.postgresql

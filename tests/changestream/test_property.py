@@ -59,8 +59,6 @@ from ripple.metabase import (
     Retention,
     RetentionMode,
     Versioning,
-    begin_object,
-    commit_inline_object,
     commit_object,
     copy_object,
     create_bucket,
@@ -82,6 +80,7 @@ from ripple.metabase.rows import object_from_row
 from ripple.metabase.schema import buckets, objects, projects
 from ripple.metabase.types import COMMITTED_STATUSES, Status, encode_version_id
 from tests.changestream.conftest import Eventing, read_all
+from tests.metabase.objects import begin_object, commit_inline_object
 
 T0 = datetime(2026, 3, 1, tzinfo=UTC)
 KEYS = ("a", "red flower.jpg", "ü/x")

@@ -25,7 +25,6 @@ from ripple.metabase import (
     Object,
     ObjectLocation,
     Status,
-    commit_inline_object,
     create_bucket,
     create_project,
     delete_object,
@@ -33,6 +32,7 @@ from ripple.metabase import (
 )
 from ripple.metabase.rows import insert_rows, new_stream_id
 from tests.changestream.conftest import Eventing, keys_in, partition_of_key, tag_of
+from tests.metabase.objects import commit_inline_object
 
 PARTITIONS = 4  # bucket_eventing's partitions (migration 0002's default)
 HOUR = timedelta(hours=1)

@@ -19,8 +19,6 @@ from ripple.metabase import (
     DeleteObjectsItem,
     Metabase,
     Versioning,
-    begin_object,
-    commit_inline_object,
     commit_object,
     copy_object,
     create_bucket,
@@ -36,6 +34,7 @@ from ripple.metabase.expire import expire_objects
 from ripple.metabase.rows import insert_rows, start_key_write
 from ripple.metabase.types import Object, Status
 from tests.changestream.conftest import Eventing, keys_in, partition_of_key, read_all, tag_of
+from tests.metabase.objects import begin_object, commit_inline_object
 from tests.metabase.steps import World
 
 COLUMNS = ["project_id", "bucket_name", "object_key", "version", "status", "total_plain_size"]

@@ -33,8 +33,6 @@ from ripple.metabase import (
     BucketLocation,
     Metabase,
     Versioning,
-    begin_object,
-    commit_inline_object,
     commit_object,
     create_bucket,
     delete_bucket,
@@ -51,6 +49,7 @@ from ripple.metabase.rename_object import rename_object, rename_prefix
 from ripple.metabase.retention import put_object_retention
 from ripple.pipeline.source import read_ranges
 from ripple.pipeline.transform import BatchMapper
+from tests.metabase.objects import begin_object, commit_inline_object
 from tests.metabase.steps import T0, World
 
 AWS = EventSettings(event_source="aws:s3")  # and the default region, us-east-1

@@ -23,7 +23,6 @@ from ripple.metabase import (
     BucketLocation,
     Metabase,
     Versioning,
-    commit_inline_object,
     create_bucket,
     delete_bucket,
     set_bucket_versioning,
@@ -38,6 +37,7 @@ from ripple.metabase.rename_object import rename_object, rename_prefix
 from ripple.metabase.retention import put_object_retention
 from ripple.targets.hdfs_inotify import inotify_events
 from tests.changestream.conftest import read_all
+from tests.metabase.objects import commit_inline_object
 from tests.metabase.steps import T0, World
 
 HELLO_ETAG = hashlib.md5(b"hello").hexdigest()

@@ -22,8 +22,6 @@ from ripple.metabase import (
     RetentionMode,
     Status,
     Versioning,
-    begin_object,
-    commit_inline_object,
     commit_object,
     create_bucket,
     create_project,
@@ -32,6 +30,7 @@ from ripple.metabase import (
 from ripple.metabase.errors import MetabaseError
 from ripple.metabase.rows import object_from_row
 from ripple.metabase.schema import objects
+from tests.metabase.objects import begin_object, commit_inline_object
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
 

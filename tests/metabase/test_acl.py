@@ -36,10 +36,10 @@ from ripple.metabase.acl import (
     put_bucket_acl,
     put_object_acl,
 )
-from ripple.metabase.commit_inline_object import commit_inline_object
 from ripple.metabase.errors import BucketNotFound, InvalidArgument, MethodNotAllowed, ObjectNotFound
 from ripple.metabase.uploads import begin_upload
 from tests.changestream.conftest import Eventing, read_all, tag_of
+from tests.metabase.objects import commit_inline_object
 from tests.metabase.steps import World, unchanged
 
 OWNER = "11111111-1111-1111-1111-111111111111"

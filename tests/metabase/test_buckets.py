@@ -14,7 +14,6 @@ from ripple.metabase import (
     DefaultRetention,
     RetentionMode,
     Versioning,
-    begin_object,
     create_bucket,
     create_project,
     delete_bucket,
@@ -37,6 +36,7 @@ from ripple.metabase.errors import (
     ProjectNotFound,
 )
 from ripple.metabase.schema import buckets
+from tests.metabase.objects import begin_object
 from tests.metabase.steps import T0, World
 
 

@@ -13,10 +13,10 @@ from ripple.metabase import (
     RetentionMode,
     Status,
     Versioning,
-    commit_inline_object,
     get_object,
 )
 from ripple.metabase.errors import BucketNotFound, InvalidArgument
+from tests.metabase.objects import commit_inline_object
 from tests.metabase.steps import T0, Row, Verify, World, statements, unchanged
 
 

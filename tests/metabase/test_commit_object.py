@@ -17,7 +17,6 @@ from ripple.metabase import (
     RetentionMode,
     Status,
     Versioning,
-    begin_object,
     commit_object,
     delete_object,
     get_object,
@@ -31,6 +30,7 @@ from ripple.metabase.errors import (
     ObjectNotFound,
     PendingObjectNotFound,
 )
+from tests.metabase.objects import begin_object
 from tests.metabase.steps import T0, Row, Verify, World, statements, unchanged
 
 

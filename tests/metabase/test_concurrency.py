@@ -21,7 +21,6 @@ from ripple.metabase import (
     RetentionMode,
     Status,
     Versioning,
-    begin_object,
     commit_object,
     delete_bucket,
     delete_object,
@@ -31,6 +30,7 @@ from ripple.metabase import (
     put_object_retention,
 )
 from ripple.metabase.errors import BucketNotEmpty, BucketNotFound
+from tests.metabase.objects import begin_object
 from tests.metabase.steps import World
 
 COMPLIANCE = RetentionMode.COMPLIANCE

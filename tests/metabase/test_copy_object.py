@@ -16,7 +16,6 @@ from ripple.metabase import (
     RetentionMode,
     Status,
     Versioning,
-    commit_inline_object,
     copy_object,
     delete_object,
     get_object,
@@ -29,6 +28,7 @@ from ripple.metabase.errors import (
     ObjectNotFound,
     VersionNotFound,
 )
+from tests.metabase.objects import commit_inline_object
 from tests.metabase.steps import Row, Verify, World, unchanged
 
 

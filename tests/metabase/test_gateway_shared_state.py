@@ -12,11 +12,11 @@ import sqlalchemy as sa
 
 from ripple.metabase import BucketLocation, Metabase, ObjectLocation, create_bucket, get_object
 from ripple.metabase.client_tokens import Claim, claim, finish, release
-from ripple.metabase.commit_inline_object import commit_inline_object
 from ripple.metabase.errors import CommitTooLate, ObjectNotFound
 from ripple.metabase.projects import create_project
 from ripple.metabase.rate_limits import take_token
 from ripple.metabase.schema import client_tokens, rate_limits
+from tests.metabase.objects import commit_inline_object
 
 
 def test_a_token_bucket_holds_its_burst_then_refills_by_the_database_clock(db: Metabase) -> None:

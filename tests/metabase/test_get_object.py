@@ -8,7 +8,6 @@ import pytest
 from ripple.metabase import (
     BucketLocation,
     Versioning,
-    begin_object,
     delete_object,
     delete_object_version,
     get_object,
@@ -22,6 +21,7 @@ from ripple.metabase.errors import (
     VersionNotFound,
 )
 from ripple.metabase.types import InvalidVersionId, encode_version_id
+from tests.metabase.objects import begin_object
 from tests.metabase.steps import World
 
 

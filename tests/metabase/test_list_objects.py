@@ -16,11 +16,11 @@ from ripple.metabase import (
     ListObjectsResult,
     Object,
     Versioning,
-    begin_object,
     delete_object,
     list_objects,
 )
 from ripple.metabase.errors import BucketNotFound, InvalidArgument
+from tests.metabase.objects import begin_object
 from tests.metabase.steps import World
 
 

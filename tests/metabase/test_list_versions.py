@@ -17,13 +17,13 @@ from ripple.metabase import (
     ListVersionsResult,
     Object,
     Versioning,
-    begin_object,
     delete_object,
     delete_object_version,
     list_object_versions,
     set_bucket_versioning,
 )
 from ripple.metabase.errors import BucketNotFound, InvalidArgument, InvalidVersionId
+from tests.metabase.objects import begin_object
 from tests.metabase.steps import World
 
 # (key, version ID, is delete marker, is latest)

@@ -13,7 +13,6 @@ from ripple.metabase import (
     BucketLocation,
     Metabase,
     ObjectLocation,
-    commit_inline_object,
     create_bucket,
     create_project,
     get_object,
@@ -26,6 +25,7 @@ from ripple.metabase.migrate import (
     head_revision,
     upgrade,
 )
+from tests.metabase.objects import commit_inline_object
 
 
 def _schema_diff(db: Metabase) -> list[object]:

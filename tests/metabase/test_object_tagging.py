@@ -20,7 +20,6 @@ from ripple.metabase import (
     get_object_tagging,
     put_object_tagging,
 )
-from ripple.metabase.commit_inline_object import commit_inline_object
 from ripple.metabase.errors import (
     BucketNotFound,
     InvalidTag,
@@ -32,6 +31,7 @@ from ripple.metabase.errors import (
 from ripple.metabase.object_tagging import check_tags
 from ripple.metabase.uploads import begin_upload
 from tests.changestream.conftest import Eventing, read_all, tag_of
+from tests.metabase.objects import commit_inline_object
 from tests.metabase.steps import World, unchanged
 
 

@@ -23,7 +23,6 @@ from ripple.metabase import (
     BucketLocation,
     Metabase,
     ObjectLocation,
-    commit_inline_object,
     create_bucket,
     create_project,
 )
@@ -31,6 +30,7 @@ from ripple.notifications.phase1 import parse_eventing_buckets
 from ripple.notifications.registry import Registry
 from ripple.pipeline.queue import RetryQueue
 from ripple.subscriptions.store import SubscriptionStore
+from tests.metabase.objects import commit_inline_object
 from tests.pipeline.conftest import wait_for
 from tests.ripple_process import RippleProcess
 

@@ -43,7 +43,6 @@ from ripple.metabase import (
     ObjectLocation,
     Project,
     Versioning,
-    commit_inline_object,
     create_bucket,
     create_project,
     delete_object,
@@ -58,6 +57,7 @@ from ripple.targets.pubsub import PubSubTarget
 from ripple.targets.retry import RetryPolicy
 from ripple.targets.subscription import SubscriptionTarget
 from ripple.targets.webhook import WebhookConfig, WebhookTarget
+from tests.metabase.objects import commit_inline_object
 from tests.pipeline.conftest import RunningPipeline, running_pipeline, wait_for
 from tests.targets.pubsub_fake import FakePublisher
 

@@ -23,7 +23,6 @@ from ripple.metabase import (
     DeleteObjectsItem,
     Metabase,
     ObjectLocation,
-    commit_inline_object,
     create_bucket,
     create_project,
     delete_object,
@@ -33,6 +32,7 @@ from ripple.notifications.registry import Destination, Registry
 from ripple.pipeline import metrics
 from ripple.targets.base import Target
 from tests.changestream.conftest import keys_in, partition_of_key
+from tests.metabase.objects import commit_inline_object
 from tests.pipeline.conftest import running_pipeline, wait_for
 from tests.pipeline.fakes import FileRecordingTarget
 

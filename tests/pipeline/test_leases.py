@@ -21,7 +21,6 @@ from ripple.metabase import (
     BucketLocation,
     Metabase,
     ObjectLocation,
-    commit_inline_object,
     create_bucket,
     create_project,
 )
@@ -31,6 +30,7 @@ from ripple.pipeline.deliveries import AGAIN, LEASE, DeliveryStreamReader, Lease
 from ripple.pipeline.leases import Lease, close_leases, lease_mark, open_leases
 from ripple.pipeline.source import DEFAULT_CONSUMER, RangePartition
 from ripple.pipeline.tasks import WorkerSetup
+from tests.metabase.objects import commit_inline_object
 from tests.pipeline.conftest import FixedTargets, wait_for
 from tests.pipeline.fakes import RecordingTarget
 

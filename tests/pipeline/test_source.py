@@ -13,7 +13,6 @@ from ripple.metabase import (
     DeleteObjectsItem,
     Metabase,
     ObjectLocation,
-    commit_inline_object,
     create_bucket,
     create_project,
     delete_objects,
@@ -23,6 +22,7 @@ from ripple.metabase import (
 from ripple.pipeline import source
 from ripple.pipeline.source import ChangeStreamStreamReader, RangePartition
 from tests.changestream.conftest import keys_in
+from tests.metabase.objects import commit_inline_object
 
 
 @pytest.fixture

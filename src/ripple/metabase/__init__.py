@@ -1,11 +1,10 @@
 """The metabase: object metadata with S3 versioning and object lock.
 
-One module per operation (begin, commit, commit inline, copy, get, list, list versions,
+One module per operation (put, upload, commit, copy, get, list, list versions,
 delete, delete version, DeleteObjects, versioning, retention, legal hold, tagging), each a
 function taking the `Metabase` handle. Semantics live here; the gateway only translates the wire.
 """
 
-from ripple.metabase.begin_object import begin_object
 from ripple.metabase.bucket_versioning import set_bucket_versioning
 from ripple.metabase.buckets import (
     create_bucket,
@@ -14,7 +13,6 @@ from ripple.metabase.buckets import (
     list_buckets,
     set_object_lock_configuration,
 )
-from ripple.metabase.commit_inline_object import commit_inline_object
 from ripple.metabase.commit_object import commit_object
 from ripple.metabase.copy_object import CopyResult, copy_object
 from ripple.metabase.db import Metabase
@@ -97,10 +95,8 @@ __all__ = [
     "VersionEntry",
     "Versioning",
     "WriteCondition",
-    "begin_object",
     "check_tags",
     "check_write_condition",
-    "commit_inline_object",
     "commit_object",
     "copy_object",
     "create_bucket",

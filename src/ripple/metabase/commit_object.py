@@ -33,7 +33,7 @@ def commit_object(
     condition: WriteCondition | None = None,
     tag: TransactionTag | None = None,
 ) -> CommitResult:
-    """Commit the upload `begin_object` returned as the key's newest version (a multipart
+    """Commit the upload `begin_upload` returned as the key's newest version (a multipart
     upload's with its `part_sizes`) with its additional `checksum` (None: none, whatever
     the pending row declared); a conditional write's `condition` must still hold
     (`ConditionalRequestConflict`)."""
