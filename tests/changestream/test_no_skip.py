@@ -2,7 +2,7 @@
 order in which they inserted their records).
 
 Writer transactions are held up between inserting their change records and sending
-COMMIT (`Metabase.before_commit` hooks), while a reader polls every partition after the last
+COMMIT (`tests.metabase.hooks.before_commit`), while a reader polls every partition after the last
 position it read; and, without hooks, they send records and COMMIT in one pipeline.
 """
 
@@ -32,6 +32,7 @@ from ripple.metabase import (
     create_project,
 )
 from tests.changestream.conftest import Eventing, keys_in, partition_of_key
+from tests.metabase.hooks import before_commit
 from tests.metabase.objects import commit_inline_object
 from tests.waiting import wait_for
 
@@ -57,11 +58,8 @@ def eventing(pg: Metabase) -> Eventing:  # overrides the `db`-based fixture: Pos
 def commit_hook(db: Metabase, hook: Callable[[Any], None]) -> Iterator[None]:
     """`hook(connection)` runs in every write transaction of `db`, after its change records
     are written and before COMMIT."""
-    db.before_commit.append(hook)
-    try:
+    with before_commit(db, hook):
         yield
-    finally:
-        db.before_commit.remove(hook)
 
 
 def eventing_buckets(db: Metabase, eventing: Eventing, project_id: Any, count: int) -> list[str]:

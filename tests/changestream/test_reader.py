@@ -32,6 +32,7 @@ from ripple.metabase import (
 )
 from ripple.metabase.rows import insert_rows, new_stream_id
 from tests.changestream.conftest import Eventing, keys_in, partition_of_key, tag_of
+from tests.metabase.hooks import before_commit
 from tests.metabase.objects import commit_inline_object
 
 PARTITIONS = 4  # bucket_eventing's partitions (migration 0002's default)
@@ -402,12 +403,12 @@ def test_a_rolled_back_transaction_leaves_no_record_and_takes_no_position(
         assert conn.execute(OBJECT_RECORDS).scalar() == 2
         raise Boom
 
-    db.before_commit.append(fail_before_commit)
-    try:
-        with pytest.raises(Boom), db.write(exclude_txn_from_change_streams=False) as conn:
-            insert_rows(conn, [row(gone_2)])
-    finally:
-        db.before_commit.remove(fail_before_commit)
+    with (
+        before_commit(db, fail_before_commit),
+        pytest.raises(Boom),
+        db.write(exclude_txn_from_change_streams=False) as conn,
+    ):
+        insert_rows(conn, [row(gone_2)])
     scene.put(bucket, kept_2)
 
     records = scene.reader.read(p, 0)

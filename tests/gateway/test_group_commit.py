@@ -15,14 +15,16 @@ from botocore.exceptions import ClientError
 
 from tests.gateway.conftest import Running, unanswered_writes
 from tests.gateway.wire import FILE_SIZE
+from tests.metabase.hooks import before_commit
 from tests.waiting import wait_for
 
 WRITES = 9
 
 
 class HeldCommits:
-    """A `before_commit` hook: the first commit waits until released (the writes that
-    reach their commit meanwhile wait behind it); while `failing`, every commit fails."""
+    """A `before_commit` hook (`tests.metabase.hooks`): the first commit waits until
+    released (the writes that reach their commit meanwhile wait behind it); while `failing`,
+    every commit fails."""
 
     def __init__(self) -> None:
         self.commits = 0
@@ -43,8 +45,7 @@ def _together(gateway: Running, calls: list[Callable[[Any], Any]], hook: HeldCom
     db = gateway.services.db
     # one group at a time, as over SQLite (PostgreSQL sends a few): the rest wait behind it
     gateway.services.commits.flights = 1
-    db.before_commit.append(hook)
-    try:
+    with before_commit(db, hook):
         # made here (making boto3 clients is not thread-safe); one attempt each
         clients = [gateway.client(retries={"total_max_attempts": 1}) for _ in calls]
         with ThreadPoolExecutor(len(calls)) as pool:
@@ -62,8 +63,6 @@ def _together(gateway: Running, calls: list[Callable[[Any], Any]], hook: HeldCom
             )
             hook.release.set()
             return list(answers)
-    finally:
-        db.before_commit.remove(hook)
 
 
 def _put_together(gateway: Running, bodies: dict[str, bytes], hook: HeldCommits) -> list[Any]:

@@ -22,6 +22,7 @@ from ripple.metabase.group import AgainAlone, GroupBroken
 from ripple.metabase.put_object import put_object
 from ripple.metabase.rows import new_stream_id, start_key_write
 from ripple.metabase.store_committed import CommitResult, store_committed
+from tests.metabase.hooks import before_commit
 from tests.metabase.steps import World
 
 
@@ -49,11 +50,8 @@ def commits_counted(db: Metabase) -> Iterator[list[int]]:
     def hook(_conn: sa.Connection) -> None:
         count[0] += 1
 
-    db.before_commit.append(hook)
-    try:
+    with before_commit(db, hook):
         yield count
-    finally:
-        db.before_commit.remove(hook)
 
 
 def _inline(world: World) -> dict[str, bytes]:
@@ -102,11 +100,8 @@ def test_a_failed_commit_commits_no_member(world: World) -> None:
     def fail(_conn: sa.Connection) -> None:
         raise RuntimeError("the disk is gone")
 
-    world.db.before_commit.append(fail)
-    try:
+    with before_commit(world.db, fail):
         outcomes = world.db.write_together([_put(world, "a", b"1"), _put(world, "b", b"2")])
-    finally:
-        world.db.before_commit.remove(fail)
     assert [str(o.error) for o in outcomes] == ["the disk is gone"] * 2
     assert _inline(world) == {}
 
@@ -219,19 +214,15 @@ def test_a_member_that_waits_for_a_lock_is_undone_whole_for_a_run_alone(world: W
         _put(world, "before", b"x", request_id="before")()  # committed, as a member
         return _put(world, "held", b"2")()  # waits for the key
 
-    world.db.before_commit.append(hold)
-    try:
-        with ThreadPoolExecutor(1) as pool:
-            other = pool.submit(_put(world, "held", b"other"))
-            assert holding.wait(30)
-            outcomes = world.db.write_together(
-                [_put(world, "a", b"1"), two_writes, _put(world, "b", b"3")]
-            )
-            assert _inline(world) == {"a": b"1", "b": b"3"}  # the key is still held
-            release.set()
-            other.result(timeout=30)
-    finally:
-        world.db.before_commit.remove(hold)
+    with before_commit(world.db, hold), ThreadPoolExecutor(1) as pool:
+        other = pool.submit(_put(world, "held", b"other"))
+        assert holding.wait(30)
+        outcomes = world.db.write_together(
+            [_put(world, "a", b"1"), two_writes, _put(world, "b", b"3")]
+        )
+        assert _inline(world) == {"a": b"1", "b": b"3"}  # the key is still held
+        release.set()
+        other.result(timeout=30)
     assert [type(o.error) for o in outcomes] == [type(None), AgainAlone, type(None)]
     assert _inline(world) == {"a": b"1", "b": b"3", "held": b"other"}
 

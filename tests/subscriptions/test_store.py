@@ -21,6 +21,7 @@ from ripple.subscriptions import (
 )
 from ripple.subscriptions.schema import subscription_events
 from ripple.targets.base import Delivery
+from tests.metabase.hooks import before_commit
 from tests.subscriptions import (
     OTHER_TOPIC,
     TOPIC,
@@ -477,13 +478,11 @@ def test_concurrent_stores_take_ids_in_commit_order(postgres_db: Metabase) -> No
             holding.set()
             assert release.wait(10)
 
-    db.before_commit.append(hold)
-    try:
+    def first() -> None:
+        first_thread.append(threading.get_ident())
+        store.store(TOPIC, deliveries(3), 1)
 
-        def first() -> None:
-            first_thread.append(threading.get_ident())
-            store.store(TOPIC, deliveries(3), 1)
-
+    with before_commit(db, hold):
         one = threading.Thread(target=first)
         one.start()
         assert holding.wait(10)
@@ -497,8 +496,6 @@ def test_concurrent_stores_take_ids_in_commit_order(postgres_db: Metabase) -> No
         two.join(10)
         assert not one.is_alive()
         assert not two.is_alive()
-    finally:
-        db.before_commit.remove(hold)
     page = store.pull("audit", max_entries=3)
     assert ids(page) == ["evt-0000", "evt-0001", "evt-0002"]
     assert ids(store.pull("audit", page.next_marker)) == ["evt-0003", "evt-0004", "evt-0005"]

@@ -248,10 +248,6 @@ class Metabase:
         self.writer = self.engine.execution_options(**{_WRITE_OPTION: True})
         self.clock: Callable[[], datetime] = lambda: datetime.now(UTC)
         self.eventing: Eventing = eventing or (lambda _project, _bucket: False)
-        # Called in each write transaction after its change records are written and before
-        # it commits (tests hold transactions there). With none, PostgreSQL sends the records
-        # and the COMMIT together.
-        self.before_commit: list[Callable[[Connection], None]] = []
         self._local = threading.local()  # this thread's commit deadline, if any
         self.changestreams = ChangeStreamWriter(
             {"objects": objects, "buckets": buckets},
@@ -361,12 +357,8 @@ class Metabase:
                 yield conn
                 self._deadline_kept()
                 now_ns = datetime_ns(self.now())
-                if self.before_commit:
-                    self.changestreams.flush(conn, capture, now_ns)
-                    for hook in self.before_commit:
-                        hook(conn)
-                else:
-                    self.changestreams.flush(conn, capture, now_ns, commit=True)
+                # PostgreSQL sends the change records and the COMMIT together
+                self.changestreams.flush(conn, capture, now_ns, commit=True)
             finally:
                 detach(conn)
 
@@ -444,10 +436,7 @@ class Metabase:
                 if postgres:  # the change records wait for partition rows as long as they must
                     group.driver.execute(group.released("SET LOCAL lock_timeout = DEFAULT"))
                 now_ns = datetime_ns(self.now())
-                commit = postgres and not self.before_commit
-                self.changestreams.flush_all(conn, group.captures, now_ns, commit=commit)
-                for hook in self.before_commit:
-                    hook(conn)
+                self.changestreams.flush_all(conn, group.captures, now_ns, commit=postgres)
                 transaction.commit()
             except Exception as e:
                 if transaction.is_active:
