@@ -58,6 +58,7 @@ from common import (  # bench/common.py (bench/ is on sys.path)
     progress_bar,
     spent,
 )
+from ripple.changestream import commit_pipeline
 from ripple.changestream import writer as stream_writer
 from ripple.changestream.ddl import drop_change_stream
 from ripple.changestream.reader import ChangeStreamReader
@@ -94,18 +95,19 @@ class Run:
 def _record_unordered() -> None:
     """Case (d), in this writer process: insert each record with a position from a counter of
     its own (random start, so writers do not collide) instead of its partition's row,
-    through the writer's own pipeline and COMMIT."""
+    through the same libpq pipeline with the COMMIT as the writer's own records."""
     positions = itertools.count(uuid.uuid4().int >> 88 << 20)
     values = ", ".join(["%s"] * 14)
     unordered_insert = (
         f"INSERT INTO change_records ({stream_writer._RECORD_COLUMNS}, position) VALUES ({values})"
     )
-    ordered = stream_writer._insert_and_commit
 
-    def insert_and_commit(
-        conn: Connection, rows: list[tuple[Any, ...]], statement: str = unordered_insert
-    ) -> None:
-        ordered(conn, [(*row, next(positions)) for row in rows], statement)
+    def insert_and_commit(conn: Connection, rows: list[tuple[Any, ...]]) -> None:
+        driver = conn.connection.driver_connection
+        if not isinstance(driver, psycopg.Connection) or not commit_pipeline.available(driver):
+            raise RuntimeError("case (d) needs psycopg's connection, as the writer's pipeline")
+        numbered = [(*row, next(positions)) for row in rows]
+        commit_pipeline.insert_and_commit(driver, unordered_insert, numbered)
 
     stream_writer._insert_and_commit = insert_and_commit
 

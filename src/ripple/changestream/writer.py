@@ -321,14 +321,11 @@ def _insert_sqlite(conn: Connection, rows: list[tuple[Any, ...]]) -> int:
     return inserted
 
 
-def _insert_and_commit(
-    conn: Connection, rows: list[tuple[Any, ...]], statement: str = _INSERT_POSTGRES
-) -> None:
+def _insert_and_commit(conn: Connection, rows: list[tuple[Any, ...]]) -> None:
     """PostgreSQL: send the records' INSERT and the COMMIT in one pipeline, saving the round
     trip that is most of what recording costs an eventing commit: straight through libpq
-    (`commit_pipeline`), or through psycopg's pipeline where that is not available.
-    (`statement`: another INSERT of the rows, for bench/changestream.py's case without the
-    partition row.)"""
+    (`commit_pipeline`), or through psycopg's pipeline where that is not available."""
+    statement = _INSERT_POSTGRES
     driver = conn.connection.driver_connection
     assert isinstance(driver, psycopg.Connection)
     try:
