@@ -35,26 +35,6 @@ from ripple.changestream.schema import (
 from ripple.changestream.values import column_types
 from ripple.changestream.writer import load_definitions
 
-# SQLite: the writer's INSERT takes its position and commit timestamp from the partition row
-# (see ripple.changestream.writer); this row trigger moves the row on. A transaction (its
-# `transaction_id`) keeps one commit timestamp per partition however many records it has
-# there. PostgreSQL needs no trigger: the writer's statement moves the row on itself.
-SQLITE_TRIGGER = """
-CREATE TRIGGER change_records_commit AFTER INSERT ON change_records FOR EACH ROW BEGIN
-  UPDATE change_partitions
-     SET next_position = NEW.position,
-         last_commit_ns = NEW.commit_ns,
-         last_transaction = NEW.transaction_id
-   WHERE stream_name = NEW.stream_name AND partition = NEW.partition;
-END
-"""
-
-
-def install_commit_trigger(conn: Connection) -> None:
-    """The SQLite row trigger that moves a partition on as a record is inserted."""
-    if conn.dialect.name == "sqlite":
-        conn.exec_driver_sql(SQLITE_TRIGGER)
-
 
 def _current(conn: Connection, name: str) -> StreamDefinition | None:
     return next((d for d in load_definitions(conn) if d.name == name), None)

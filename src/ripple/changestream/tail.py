@@ -53,18 +53,6 @@ def transactions(
         raise RuntimeError(f"the records end inside a transaction (partitions {partitions})")
 
 
-def to_events(
-    groups: Iterable[list[dict[str, Any]]],
-    convert: Callable[[list[dict[str, Any]]], list[dict[str, Any]]],
-) -> Iterator[dict[str, Any]]:
-    """Each transaction's S3 event messages (`convert`); heartbeats pass unchanged."""
-    for group in groups:
-        if "heartbeat_record" in group[0]:
-            yield group[0]
-        else:
-            yield from convert(group)
-
-
 def deadline(seconds: float | None) -> Callable[[], bool]:
     """A predicate that turns true `seconds` from now (never, for None)."""
     if seconds is None:

@@ -10,8 +10,8 @@ The invariant readers rely on: positions and commit timestamps are taken as the 
 before COMMIT, under the lock of the partition's row in `change_partitions`, held until the
 commit is done, so positions are dense and follow commit order. PostgreSQL sends the records
 with the COMMIT in one pipeline (`ripple.changestream.commit_pipeline`); on SQLite a row
-trigger moves the partition row on (`ripple.changestream.ddl`). Why and what it costs:
-docs/changestream.md, "Ordering and the no-skip rule".
+trigger moves the partition row on (migration 0002's `commit_trigger_0002`). Why and what it
+costs: docs/changestream.md, "Ordering and the no-skip rule".
 """
 
 from __future__ import annotations

@@ -23,7 +23,6 @@ import shutil
 import time
 import uuid
 from collections.abc import Callable, Iterable, Iterator
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, BinaryIO, TypeVar
 
@@ -172,12 +171,6 @@ def _fsync_dir(path: Path) -> None:
         os.fsync(fd)
     finally:
         os.close(fd)
-
-
-@dataclass(frozen=True)
-class Orphan:
-    path: Path
-    size: int
 
 
 class ObjectData:
