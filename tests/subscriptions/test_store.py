@@ -73,8 +73,8 @@ def test_create_get_list_delete(store: SubscriptionStore) -> None:
     other = store.create("other.sub_2", OTHER_TOPIC)
     assert store.list() == [made, compact, other]
     assert store.list(TOPIC) == [made, compact]
-    assert store.subscriptions_of(OTHER_TOPIC) == [other]
-    assert store.subscriptions_of("projects/x/topics/none") == []
+    assert store.list(OTHER_TOPIC) == [other]
+    assert store.list("projects/x/topics/none") == []
 
     assert store.delete("compact-1") == 0
     assert store.list() == [made, other]

@@ -62,11 +62,6 @@ class Topic:
     label: str = ""  # the name its owner gave an API topic: the default routing key, subject…
 
     @property
-    def short_name(self) -> str:
-        """What a broker sees as the topic (routing key, subject, MQTT topic)."""
-        return self.label or self.name
-
-    @property
     def endpoint(self) -> Endpoint | None:
         """The parsed push endpoint; None when there is none (pull-only, or Pub/Sub by name)."""
         if not self.push_endpoint or self.push_endpoint == PULL_ONLY:

@@ -259,19 +259,12 @@ class ChangeStreamStreamReader(DataSourceStreamReader):
         return read_ranges(self.url, self.stream, partition.ranges)
 
 
-def read_range(
-    url: str, stream: str, partition: int, start: int, end: int
-) -> Iterator[pa.RecordBatch]:
-    """Records of positions (start, end] of one partition, as Arrow batches of the source's
-    schema; its own connection, closed when done."""
-    return read_ranges(url, stream, [(partition, start, end)])
-
-
 def read_ranges(
     database: str | sa.Engine, stream: str, ranges: Sequence[tuple[int, int, int]]
 ) -> Iterator[pa.RecordBatch]:
-    """`read_range` of each (partition, start, end), one partition after another, through
-    one connection: of `database`'s pool when it is an engine, else of its own. Ranges of
+    """Records of positions (start, end] of each (partition, start, end), as Arrow batches
+    of the source's schema, one partition after another, through one connection: of
+    `database`'s pool when it is an engine, else of its own. Ranges of
     at most `_READ_CHUNK` records in all (a trickle's batch) are one query fetched at once;
     larger ones are streamed, a server-side cursor per partition (its round trips cost a
     small batch more than its records do)."""

@@ -118,9 +118,3 @@ class Buffers:
         """(writer, bytes, events, age in seconds) of each open page."""
         now = self.clock()
         return [(w, p.nbytes, len(p.events), now - p.opened) for w, p in self.open.items()]
-
-    def next_deadline(self) -> float | None:
-        """When the oldest open page reaches its age limit (monotonic), None if none is open."""
-        if not self.open:
-            return None
-        return min(p.opened for p in self.open.values()) + self.limits.max_age_seconds

@@ -215,10 +215,6 @@ class SubscriptionStore:
         with self.db.read() as conn:
             return [_subscription(row) for row in conn.execute(query).mappings()]
 
-    def subscriptions_of(self, topic: str) -> builtins.list[Subscription]:
-        """The subscriptions of `topic`, by name."""
-        return self.list(topic)
-
     # --- events ---------------------------------------------------------------------------
 
     def store(
