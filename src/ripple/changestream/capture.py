@@ -30,7 +30,8 @@ class Mod:
     @property
     def row(self) -> Mapping[str, Any]:
         row = self.new if self.new is not None else self.old
-        assert row is not None
+        if row is None:
+            raise ValueError("a mod with neither an old nor a new row")
         return row
 
 
@@ -95,7 +96,8 @@ def attach(conn: Connection, capture: Capture) -> None:
 
 def detach(conn: Connection) -> Capture | None:
     capture = conn.info.pop(_CAPTURE, None)
-    assert capture is None or isinstance(capture, Capture)
+    if capture is not None and not isinstance(capture, Capture):
+        raise TypeError(f"the connection's capture is a {type(capture).__name__}")
     return capture
 
 

@@ -86,7 +86,8 @@ def _string(value: Any) -> Any:
 def _timestamp(value: Any) -> Any:
     if value is None:
         return None
-    assert isinstance(value, datetime)
+    if not isinstance(value, datetime):
+        raise TypeError(f"a timestamp column holds a {type(value).__name__}")
     return value.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 

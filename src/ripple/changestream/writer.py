@@ -291,8 +291,8 @@ def _mod_json(
     elif mod.mod_type is ModType.DELETE:
         new, old = {}, values(mod.old, watched) if capture_type.old_values else {}
     else:
-        assert mod.old is not None
-        assert mod.new is not None
+        if mod.old is None or mod.new is None:
+            raise ValueError("an UPDATE mod without its old and new rows")
         changed = [c for c in watched if mod.old[c] != mod.new[c]]
         if not changed:
             return None
@@ -327,7 +327,8 @@ def _insert_and_commit(conn: Connection, rows: list[tuple[Any, ...]]) -> None:
     (`commit_pipeline`), or through psycopg's pipeline where that is not available."""
     statement = _INSERT_POSTGRES
     driver = conn.connection.driver_connection
-    assert isinstance(driver, psycopg.Connection)
+    if not isinstance(driver, psycopg.Connection):
+        raise TypeError(f"PostgreSQL through psycopg 3 only, not {type(driver).__name__}")
     try:
         if commit_pipeline.available(driver):
             commit_pipeline.insert_and_commit(driver, statement, rows)

@@ -47,7 +47,8 @@ class LazyGroup(click.Group):
         if cmd_name not in self.commands and cmd_name in COMMANDS:
             module, attribute = COMMANDS[cmd_name].split(":")
             command = getattr(importlib.import_module(module), attribute)
-            assert isinstance(command, click.Command), COMMANDS[cmd_name]
+            if not isinstance(command, click.Command):
+                raise TypeError(f"{COMMANDS[cmd_name]} is not a click command")
             self.add_command(command, cmd_name)
         return super().get_command(ctx, cmd_name)
 

@@ -18,7 +18,8 @@ errors = Console(stderr=True)
 
 def settings_of(ctx: click.Context) -> Settings:
     settings = ctx.obj
-    assert isinstance(settings, Settings)
+    if not isinstance(settings, Settings):
+        raise RuntimeError("no settings: a command ran outside the ripple command group")
     return settings
 
 

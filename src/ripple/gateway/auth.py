@@ -224,8 +224,7 @@ def _refuse_owner_only(req: S3Request, operation: str) -> None:
 
 
 def _granted(req: S3Request, operation: str, requester: str | None) -> bool:
-    assert req.owner is not None
-    owner = req.owner.public_id
+    owner = req.bucket_owner.public_id
     if operation in OBJECT_PERMISSIONS:
         try:
             obj = acl_version(req.db, req.object_location, req.version_id())
@@ -250,9 +249,8 @@ def check_served(req: S3Request, obj: Object, operation: str) -> None:
     between)."""
     if not req.cross_project:
         return
-    assert req.owner is not None
     permission = OBJECT_PERMISSIONS[operation]
-    if not permits(obj.acl, req.owner.public_id, permission, requester_id(req)):
+    if not permits(obj.acl, req.bucket_owner.public_id, permission, requester_id(req)):
         raise _denied(req, operation, permission)
 
 
@@ -261,9 +259,8 @@ async def check_missing(req: S3Request, operation: str) -> None:
     caller re-raises its NoSuchKey only if the requester has bucket READ."""
     if not req.cross_project:
         return
-    assert req.owner is not None
     if not await req.run(
-        may_list, req.db, req.bucket_location, req.owner.public_id, requester_id(req)
+        may_list, req.db, req.bucket_location, req.bucket_owner.public_id, requester_id(req)
     ):
         raise _denied(req, operation, OBJECT_PERMISSIONS[operation])
 
@@ -301,9 +298,8 @@ def _foreign(req: S3Request, owner: BucketOwner | None) -> bool:
 
 def check_source_read(req: S3Request, owner: BucketOwner | None, source: Object) -> None:
     """A copy source in another project's bucket must grant the requester object READ."""
-    if not _foreign(req, owner):
+    if owner is None or not _foreign(req, owner):
         return
-    assert owner is not None
     if not permits(source.acl, owner.public_id, READ, requester_id(req)):
         raise _source_denied(req, source.bucket_name, source.object_key)
 
@@ -312,9 +308,8 @@ def check_source_missing(req: S3Request, owner: BucketOwner | None, loc: ObjectL
     """A copy source in another project's bucket is missing (or a delete marker): the
     caller may say so only to a requester with READ on the source bucket; AccessDenied
     otherwise, revealing nothing about the key."""
-    if not _foreign(req, owner):
+    if owner is None or not _foreign(req, owner):
         return
-    assert owner is not None
     bucket = BucketLocation(loc.project_id, loc.bucket_name)
     try:
         listable = may_list(req.db, bucket, owner.public_id, requester_id(req))

@@ -38,9 +38,9 @@ async def list_buckets(req: S3Request) -> Response:
     """The project's buckets by name; `prefix`, `bucket-region`, and pages of `max-buckets`
     (1 to 10,000) resumed with `continuation-token`, as S3 has since 2024."""
     found = await req.run(metabase.list_buckets, req.db, req.project_id)
-    assert req.access_key is not None
-    if req.access_key.bucket is not None:  # a key restricted to one bucket sees only it
-        found = [b for b in found if b.name == req.access_key.bucket]
+    key = req.authenticated_key
+    if key.bucket is not None:  # a key restricted to one bucket sees only it
+        found = [b for b in found if b.name == key.bucket]
     prefix = req.query.get("prefix", "")
     found = [b for b in found if b.name.startswith(prefix)]
     if req.query.get("bucket-region", req.services.region) != req.services.region:
@@ -53,8 +53,8 @@ async def list_buckets(req: S3Request) -> Response:
     found = found[:page_size]
     root = xml.document("ListAllMyBucketsResult")
     owner = xml.add(root, "Owner")
-    xml.add(owner, "ID", str(req.access_key.project_public_id))
-    xml.add(owner, "DisplayName", req.access_key.user)
+    xml.add(owner, "ID", str(key.project_public_id))
+    xml.add(owner, "DisplayName", key.user)
     listed = xml.add(root, "Buckets")
     for bucket in found:
         entry = xml.add(listed, "Bucket")
@@ -83,8 +83,8 @@ async def create_bucket(req: S3Request) -> Response:
     if lock not in ("", "true", "false"):
         raise S3Error("InvalidArgument", "x-amz-bucket-object-lock-enabled must be true or false")
     acl = acl_of(req)
-    assert req.bucket is not None
-    req.services.owners.forget(req.bucket)
+    bucket = req.bucket_location.bucket_name
+    req.services.owners.forget(bucket)
     try:
         await req.run(
             metabase.create_bucket,
@@ -102,7 +102,7 @@ async def create_bucket(req: S3Request) -> Response:
         return Response(status_code=200, headers={"location": f"/{req.bucket}"})
     # a new bucket starts bare, even if a DeleteBucket of the name failed before it could
     # remove the notifications (a no-op otherwise)
-    await req.run(req.services.eventing.forget_bucket, req.project_id, req.bucket, principal(req))
+    await req.run(req.services.eventing.forget_bucket, req.project_id, bucket, principal(req))
     await req.run(req.services.config_changed)
     return Response(status_code=200, headers={"location": f"/{req.bucket}"})
 
@@ -124,9 +124,9 @@ async def delete_bucket(req: S3Request) -> Response:
     if aborted:  # S3 aborts the uploads still in progress: their parts go too
         await req.run_data(_remove_parts, req, aborted)
     # its notifications go with it, as in S3: a bucket made again under the name starts bare
-    assert req.bucket is not None
-    req.services.owners.forget(req.bucket)
-    await req.run(req.services.eventing.forget_bucket, req.project_id, req.bucket, principal(req))
+    bucket = req.bucket_location.bucket_name
+    req.services.owners.forget(bucket)
+    await req.run(req.services.eventing.forget_bucket, req.project_id, bucket, principal(req))
     await req.run(req.services.config_changed)
     return Response(status_code=204)
 

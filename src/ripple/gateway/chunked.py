@@ -194,7 +194,8 @@ class ChunkedDecoder:
 
     def _check(self, kind: str, hashes: list[str], provided: str, what: str) -> None:
         """Compare a chunk's or the trailers' signature; it becomes the previous signature."""
-        assert self._signed is not None
+        if self._signed is None:
+            raise RuntimeError("a signature to check in an unsigned upload")
         parts = [f"AWS4-HMAC-SHA256-{kind}", self._signed.amz_date, self._signed.scope]
         expected = sign(self._signed.signing_key, "\n".join([*parts, self._previous, *hashes]))
         if not hmac.compare_digest(expected.encode(), provided.encode()):

@@ -152,7 +152,8 @@ async def copy_object(req: S3Request) -> Response:
 
 
 def _answer(result: CopyResult) -> Response:
-    assert result.source is not None
+    if result.source is None:
+        raise RuntimeError("a copy answered without its source")
     root = xml.document("CopyObjectResult")
     xml.add(root, "LastModified", result.object.created_at)
     xml.add(root, "ETag", quoted(result.object.etag))

@@ -49,7 +49,8 @@ class DataWriter:
         self.last_write = time.monotonic()
 
     def write(self, data: bytes) -> None:
-        assert self._file is not None, "write after close"
+        if self._file is None:
+            raise ValueError("write after close")
         self._file.write(data)
         if self._md5 is not None:
             self._md5.update(data)
@@ -58,7 +59,8 @@ class DataWriter:
 
     @property
     def md5(self) -> bytes:
-        assert self._md5 is not None, "a writer made with digest=False"
+        if self._md5 is None:
+            raise RuntimeError("a writer made with digest=False has no MD5")
         return self._md5.digest()
 
     @property

@@ -206,7 +206,8 @@ async def _answer(req: S3Request, head: bool) -> Response:
     if isinstance(data, bytes):
         return Response(data, status, headers=headers)
     if file is None:
-        assert obj.inline_data is not None
+        if obj.inline_data is None:
+            raise RuntimeError("an object with neither a data file nor inline data")
         return Response(obj.inline_data[start : start + length], status, headers=headers)
     return StreamingResponse(_chunks(file, start, length), status, headers=headers)
 

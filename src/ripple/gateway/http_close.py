@@ -51,7 +51,8 @@ class Lingering:
 
     def close(self) -> None:
         """Close, lingering if the client may still be sending this request."""
-        assert self.raw is not None
+        if self.raw is None:
+            raise RuntimeError("closing a connection that was never made")
         if self.lingering or self.raw.is_closing():
             return
         if self.must_linger():
@@ -62,7 +63,8 @@ class Lingering:
     def linger(self) -> None:
         """Shut the sending side once the answer is out, read off and drop what the client
         still sends; close when it closes, or past the linger limits."""
-        assert self.raw is not None
+        if self.raw is None:
+            raise RuntimeError("lingering on a connection that was never made")
         self.lingering = self.dropping = True
         self.stop_timers()
         if self.raw.is_closing():

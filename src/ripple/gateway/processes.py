@@ -183,7 +183,8 @@ class GatewayProcesses:
         """Log why `ended` died; when its replacement starts (later each time one dies
         soon after its start)."""
         code = ended.process.exitcode
-        assert code is not None
+        if code is None:
+            raise RuntimeError("a gateway process that is still running was taken for dead")
         reason = ""
         try:
             if ended.report.poll():

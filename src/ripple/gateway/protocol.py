@@ -339,7 +339,8 @@ class S3Protocol(Lingering, HttpToolsProtocol):
 
     def _answer(self, refusal: Refusal) -> None:
         """Answer a request the app never saw with S3's error XML, then close."""
-        assert self.raw is not None
+        if self.raw is None:
+            raise RuntimeError("a refusal to answer before the connection was made")
         error = refusal.error
         client = self.client[0] if self.client else ""
         log.info(

@@ -86,8 +86,7 @@ async def answer(req: S3Request) -> Response:
         )
     operation, action, handler = found
     req.context.operation = operation
-    assert req.access_key is not None
-    if not req.access_key.permits(action, name if resource == "notifications" else None):
+    if not req.authenticated_key.permits(action, name if resource == "notifications" else None):
         raise S3Error("AccessDenied", f"this access key may not {action} here")
     try:
         return await handler(req, name)
@@ -322,8 +321,7 @@ def _name_of(arn: str) -> str:
 
 
 def _user(req: S3Request) -> str:
-    assert req.access_key is not None
-    return str(req.access_key.project_public_id)
+    return str(req.authenticated_key.project_public_id)
 
 
 def _required(req: S3Request, parameter: str) -> str:

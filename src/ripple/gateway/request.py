@@ -266,8 +266,22 @@ class S3Request:
         """The requester's project (for an anonymous request: the bucket owner's)."""
         if self.access_key is not None:
             return self.access_key.project_id
-        assert self.owner is not None, "anonymous requests reach handlers only with an owner"
-        return self.owner.project_id
+        return self.bucket_owner.project_id
+
+    @property
+    def authenticated_key(self) -> AccessKey:
+        """The requester's access key, for what only authenticated requests reach."""
+        if self.access_key is None:
+            raise RuntimeError("an anonymous request reached what needs an access key")
+        return self.access_key
+
+    @property
+    def bucket_owner(self) -> BucketOwner:
+        """The project holding the bucket, as `auth.grant_access` found it (an anonymous
+        request reaches a handler only once it has been)."""
+        if self.owner is None:
+            raise RuntimeError("the bucket's owner is asked for before it was found")
+        return self.owner
 
     @property
     def bucket_location(self) -> BucketLocation:
@@ -282,15 +296,13 @@ class S3Request:
         """The public id of the bucket owner (of its objects too), for responses."""
         if self.owner is not None:
             return self.owner.public_id
-        assert self.access_key is not None
-        return str(self.access_key.project_public_id)
+        return str(self.authenticated_key.project_public_id)
 
     @property
     def owner_name(self) -> str:
         if self.owner is not None:
             return self.owner.name
-        assert self.access_key is not None
-        return self.access_key.user
+        return self.authenticated_key.user
 
     @property
     def can_bypass_governance(self) -> bool:
@@ -361,6 +373,5 @@ def free(req: S3Request, removed: list[Object]) -> None:
 def principal(req: S3Request) -> str:
     """Who made a change to the eventing configuration, as its change log records it: the
     access key and its user (authenticated requests only)."""
-    key = req.access_key
-    assert key is not None, "authenticated requests only"
+    key = req.authenticated_key
     return f"{key.access_key_id} ({key.user})"

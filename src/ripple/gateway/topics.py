@@ -31,7 +31,6 @@ from ripple.gateway.auth import authenticate
 from ripple.gateway.credentials import HIDDEN, has_user_info, is_secret, redacted
 from ripple.gateway.errors import S3Error
 from ripple.gateway.request import S3Request, principal
-from ripple.identity import AccessKey
 from ripple.notifications.endpoints import parse_endpoint
 from ripple.notifications.store import StoredTopic, topic_arn
 from ripple.notifications.topics import PULL_ONLY, Topic
@@ -99,8 +98,8 @@ async def answer(req: S3Request) -> Response:
         body = await _read_body(req)
         digest = hashlib.sha256(body).hexdigest()
         await req.run(authenticate, req, service="sns", payload_sha256=digest)
-        assert req.signed is not None
-        assert req.access_key is not None
+        if req.signed is None:
+            raise RuntimeError("a topic API request passed authentication unsigned")
         if not hmac.compare_digest(req.signed.payload_hash, digest):
             raise SnsError(
                 "InvalidParameter",
@@ -117,7 +116,7 @@ async def answer(req: S3Request) -> Response:
             )
         context.operation = name
         needs, handler = ACTIONS[name]
-        if not req.access_key.permits(needs):
+        if not req.authenticated_key.permits(needs):
             raise SnsError(
                 "AuthorizationError",
                 f"this access key may not {needs} topics (it is restricted to a bucket or "
@@ -146,7 +145,7 @@ async def answer(req: S3Request) -> Response:
 
 @action("CreateTopic", "write")
 async def create_topic(req: S3Request, params: dict[str, str]) -> ET.Element:
-    key = _key(req)
+    key = req.authenticated_key
     name = params.get("Name", "")
     if not TOPIC_NAME.fullmatch(name):
         raise invalid(
@@ -194,7 +193,7 @@ async def get_topic_attributes(req: S3Request, params: dict[str, str]) -> ET.Ele
         PUSH_ENDPOINT: redacted(stored.push_endpoint),
         **{k: HIDDEN if is_secret(k) else v for k, v in stored.arguments.items()},
         "TopicArn": stored.arn,
-        "Owner": str(_key(req).project_public_id),
+        "Owner": str(req.authenticated_key.project_public_id),
         "Name": stored.name,
     }
     root = _document("GetTopicAttributes")
@@ -244,17 +243,12 @@ async def delete_topic(req: S3Request, params: dict[str, str]) -> ET.Element:
 # --- checks -----------------------------------------------------------------------------
 
 
-def _key(req: S3Request) -> AccessKey:
-    assert req.access_key is not None, "authenticated requests only"
-    return req.access_key
-
-
 def owned_name(req: S3Request, arn: str) -> str:
     """The topic name in an ARN of the caller's project; `AuthorizationError` for another's."""
     match = _ARN.fullmatch(arn)
     if match is None or not TOPIC_NAME.fullmatch(match[3]):
         raise invalid(f"TopicArn {arn[:300]!r}: expected arn:aws:sns:REGION:ACCOUNT:NAME")
-    if match[2] != str(_key(req).project_public_id):
+    if match[2] != str(req.authenticated_key.project_public_id):
         raise SnsError(
             "AuthorizationError",
             f"topic {arn!r} belongs to another project: a user manages only their own topics",

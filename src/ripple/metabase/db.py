@@ -262,8 +262,8 @@ class Metabase:
         if table != "objects":
             return True  # a bucket's own changes (project_eventing excludes no transaction)
         project_id, bucket_name = row["project_id"], row["bucket_name"]
-        assert isinstance(project_id, uuid.UUID)
-        assert isinstance(bucket_name, str)
+        if not isinstance(project_id, uuid.UUID) or not isinstance(bucket_name, str):
+            raise TypeError("an objects row without a project id and bucket name")
         return self.eventing(project_id, bucket_name)
 
     @property

@@ -70,7 +70,8 @@ def delete_object(
 
 def delete_marker(bucket: Bucket, loc: ObjectLocation, version: int, now: datetime) -> Object:
     """A delete marker for `loc` under the bucket's versioning (never for unversioned)."""
-    assert bucket.versioning is not Versioning.UNVERSIONED
+    if bucket.versioning is Versioning.UNVERSIONED:
+        raise ValueError("an unversioned bucket has no delete markers")
     status = (
         Status.DELETE_MARKER_VERSIONED
         if bucket.versioning is Versioning.ENABLED

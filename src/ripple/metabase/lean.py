@@ -103,7 +103,8 @@ class Lean:
 
 def _compile(statement: ClauseElement, dialect: Dialect) -> _Compiled:
     compiled = statement.compile(dialect=dialect)
-    assert isinstance(compiled, SQLCompiler)
+    if not isinstance(compiled, SQLCompiler):
+        raise TypeError(f"not a SQL statement: {type(statement).__name__}")
     positional = tuple(compiled.positiontup or ()) if dialect.positional else None
     binds: dict[str, Processor] = {}
     for bind, name in compiled.bind_names.items():

@@ -84,7 +84,8 @@ def current_due(rule: LifecycleRule, now: datetime) -> Due | None:
         if limit is None:
             return None
     else:
-        assert rule.expiration_date is not None
+        if rule.expiration_date is None:
+            raise ValueError("an Expiration rule with neither Days nor Date")
         if now < rule.expiration_date:
             return None
 
@@ -101,7 +102,8 @@ def noncurrent_due(rule: LifecycleRule, now: datetime) -> Due | None:
     """NoncurrentVersionExpiration: noncurrent `NoncurrentDays` (since the next newer
     version was written), and not one of the `NewerNoncurrentVersions` newest noncurrent;
     None if nothing can be due at `now`."""
-    assert rule.noncurrent_days is not None
+    if rule.noncurrent_days is None:
+        raise ValueError("a NoncurrentVersionExpiration rule without NoncurrentDays")
     limit = cutoff(now, rule.noncurrent_days)
     if limit is None:
         return None
@@ -141,7 +143,8 @@ def places(
     """The place of every committed version under `prefix`, in key order, oldest version
     first; `newer` counted up to `cap`. `cancelled` is asked before each page is read (a
     True raises `Cancelled`)."""
-    assert cap >= 1
+    if cap < 1:
+        raise ValueError(f"cap must be at least 1, not {cap}")
     window: deque[Object] = deque()  # the key's versions not given yet, oldest first
     given = False  # an older version of the key was given already
     for page in _pages(db, loc, prefix.encode("utf-8"), cancelled):

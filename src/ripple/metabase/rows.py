@@ -367,9 +367,8 @@ def delete_rows(conn: Connection, rows: Sequence[Object]) -> None:
     if not rows:
         return
     first = rows[0]
-    assert all(
-        r.project_id == first.project_id and r.bucket_name == first.bucket_name for r in rows
-    )
+    if any(r.project_id != first.project_id or r.bucket_name != first.bucket_name for r in rows):
+        raise ValueError("delete_rows deletes the rows of one bucket at a time")
     if len(rows) == 1:  # the version a write replaces, a single delete: built once
         _DELETE_VERSION.run(conn, {**key_parameters(first.location), "version": first.version})
     else:

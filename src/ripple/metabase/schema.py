@@ -31,7 +31,8 @@ class UTCDateTime(sa.types.TypeDecorator[datetime]):
     def process_result_value(self, value: Any, dialect: sa.Dialect) -> datetime | None:
         if value is None:
             return None
-        assert isinstance(value, datetime)
+        if not isinstance(value, datetime):
+            raise TypeError(f"the database returned a {type(value).__name__}, not a datetime")
         return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
 
 

@@ -138,7 +138,8 @@ class DeliveryStreamReader(ChangeStreamStreamReader):
         if isinstance(partition, LeasePartition):
             yield lease_task(setup, self.stream, self.table, partition.lease)
             return
-        assert isinstance(partition, RangePartition)
+        if not isinstance(partition, RangePartition):
+            raise TypeError(f"neither a lease nor ranges: {type(partition).__name__}")
         yield deliver_task(setup, self.stream, self.table, partition.ranges)
 
 

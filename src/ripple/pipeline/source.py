@@ -255,7 +255,8 @@ class ChangeStreamStreamReader(DataSourceStreamReader):
     # executor side ----------------------------------------------------------------------
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
-        assert isinstance(partition, RangePartition)
+        if not isinstance(partition, RangePartition):
+            raise TypeError(f"not a partition of ranges: {type(partition).__name__}")
         return read_ranges(self.url, self.stream, partition.ranges)
 
 

@@ -140,7 +140,8 @@ class ClientSession:
 
     def _requests(self) -> Iterator[PublishRequest]:
         while (item := self._queue.get()) is not _END:
-            assert isinstance(item, PublishRequest)
+            if not isinstance(item, PublishRequest):
+                raise TypeError(f"not a PublishRequest: {type(item).__name__}")
             yield item
 
     def publish(

@@ -104,7 +104,8 @@ class SnapshotReader(DataSourceReader):
         return [PageFile(path) for path in page_files(self.root)]
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
-        assert isinstance(partition, PageFile)
+        if not isinstance(partition, PageFile):
+            raise TypeError(f"not a page file: {type(partition).__name__}")
         return read_page(partition.path, self.writer, self.ignore_corrupt)
 
 

@@ -394,7 +394,8 @@ def _insert_new(conn: Connection, rows: builtins.list[_Row]) -> int:
     if conn.dialect.name != "postgresql":
         return int(conn.exec_driver_sql(_INSERT_SQLITE, rows).rowcount)
     driver = conn.connection.driver_connection
-    assert isinstance(driver, psycopg.Connection)
+    if not isinstance(driver, psycopg.Connection):
+        raise TypeError(f"PostgreSQL through psycopg 3 only, not {type(driver).__name__}")
     try:
         with driver.cursor() as cursor:
             cursor.execute("SAVEPOINT ripple_store")

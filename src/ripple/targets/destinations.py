@@ -19,6 +19,7 @@ from dataclasses import dataclass, field, replace
 
 from ripple.events.names import BUCKET_EVENT_NAMES, matches
 from ripple.notifications.arguments import choice, flag, positive, whole
+from ripple.notifications.endpoints import Endpoint
 from ripple.notifications.topics import (
     INCLUDE_METADATA,
     INCLUDE_TAGS,
@@ -65,48 +66,51 @@ def _pubsub(topic: Topic, arguments: Mapping[str, str]) -> Target:
     return target
 
 
+def _endpoint(topic: Topic) -> Endpoint:
+    """The topic's parsed push endpoint, which chose its builder."""
+    endpoint = topic.endpoint
+    if endpoint is None:
+        raise ValueError(f"topic {topic.name!r} has no push endpoint")
+    return endpoint
+
+
 def _snapshot(topic: Topic, arguments: Mapping[str, str]) -> Target:
     from ripple.targets import snapshot
 
-    assert topic.endpoint is not None
-    return snapshot.from_arguments(topic.name, topic.endpoint.path, arguments)
+    return snapshot.from_arguments(topic.name, _endpoint(topic).path, arguments)
 
 
 def _amqp(topic: Topic, arguments: Mapping[str, str]) -> Target:
     from ripple.targets import amqp
 
-    assert topic.endpoint is not None
-    return amqp.from_arguments(topic.name, topic.endpoint, arguments)
+    return amqp.from_arguments(topic.name, _endpoint(topic), arguments)
 
 
 def _nats(topic: Topic, arguments: Mapping[str, str]) -> Target:
     from ripple.targets import nats
 
-    assert topic.endpoint is not None
-    return nats.from_arguments(topic.name, topic.endpoint, arguments)
+    return nats.from_arguments(topic.name, _endpoint(topic), arguments)
 
 
 def _mqtt(topic: Topic, arguments: Mapping[str, str]) -> Target:
     from ripple.targets import mqtt
 
-    assert topic.endpoint is not None
-    return mqtt.from_arguments(topic.name, topic.endpoint, arguments)
+    return mqtt.from_arguments(topic.name, _endpoint(topic), arguments)
 
 
 def _redis(topic: Topic, arguments: Mapping[str, str]) -> Target:
     from ripple.targets import redis
 
-    assert topic.endpoint is not None
-    return redis.from_arguments(topic.name, topic.endpoint, arguments)
+    return redis.from_arguments(topic.name, _endpoint(topic), arguments)
 
 
 def _kafka(topic: Topic, arguments: Mapping[str, str]) -> Target:
     from ripple.targets import kafka
 
-    assert topic.endpoint is not None
-    target = kafka.from_arguments(topic.name, topic.endpoint, arguments)
+    endpoint = _endpoint(topic)
+    target = kafka.from_arguments(topic.name, endpoint, arguments)
     guard = default_guard()
-    for host, _port in topic.endpoint.servers[1:]:  # the first is checked with every endpoint
+    for host, _port in endpoint.servers[1:]:  # the first is checked with every endpoint
         guard.check_host(host)
     return target
 

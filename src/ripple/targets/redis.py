@@ -258,7 +258,8 @@ class _GuardedConnection(redis.Connection):
                     return sock
         finally:
             self.host = name  # for its error messages
-        assert error is not None  # check_address answers at least one address
+        if error is None:
+            raise OSError(f"{name} resolved to no address")
         raise error
 
 

@@ -39,7 +39,8 @@ class SnapshotTarget:
             return []
         if self._snap is None:
             self.open()
-        assert self._snap is not None
+        if self._snap is None:
+            raise RuntimeError(f"snapshotter {self.snapshotter} did not open")
         events = [
             Publish(d.bucket, d.message, d.attributes, d.event_id, _event_time(d))
             for d in deliveries

@@ -198,7 +198,8 @@ class _GuardedBackend(httpcore.NetworkBackend):
                 return self._sync.connect_tcp(address, port, timeout, local_address, socket_options)
             except (httpcore.ConnectError, httpcore.ConnectTimeout) as e:
                 error = e
-        assert error is not None  # check_address answers at least one address
+        if error is None:
+            raise httpcore.ConnectError(f"{host} resolved to no address")
         raise error
 
     def connect_unix_socket(
