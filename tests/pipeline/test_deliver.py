@@ -3,6 +3,7 @@ destination that is down costing the others nothing (on both databases)."""
 
 from __future__ import annotations
 
+import threading
 import time
 
 import pytest
@@ -195,3 +196,24 @@ def test_a_destination_that_is_not_persistent_buries_instead_of_queueing(
     # nothing is queued, so the next batch is tried at once
     d.deliver({"topic": [delivery(9)]})
     assert len(down.calls) == 4
+
+
+def test_destinations_a_reconfigure_adds_are_delivered_to_side_by_side(
+    queue: RetryQueue,
+) -> None:
+    """Each destination gets a thread of its own, also those added after the deliverer was
+    made: here no destination can finish until all three have started."""
+    all_started = threading.Barrier(3, timeout=5)
+
+    def meet(_d: Delivery, _call: int) -> Result:
+        all_started.wait()
+        return OK
+
+    first = RecordingTarget("first", meet)
+    d = deliverer(queue, first)
+    added = [RecordingTarget(name, meet) for name in ("second", "third")]
+    d.reconfigure({"topic": [first, *added]}, {})
+    event = delivery(0)
+    d.deliver({"topic": [event]})
+    d.close()
+    assert [t.acked_ids() for t in (first, *added)] == [[event.event_id]] * 3

@@ -63,9 +63,8 @@ class Deliverer:
         # target is never closed under a publish
         self._using = threading.RLock()
         names = {t.name for ts in self.targets.values() for t in ts}
-        self._pool = ThreadPoolExecutor(
-            max_workers=max(1, len(names)), thread_name_prefix="deliver"
-        )
+        self._workers = max(1, len(names))  # the pool's threads, one per destination
+        self._pool = ThreadPoolExecutor(max_workers=self._workers, thread_name_prefix="deliver")
 
     def exclusive(self) -> threading.RLock:
         """Held, targets are neither swapped nor used by anyone else: a batch holds it from
@@ -115,10 +114,11 @@ class Deliverer:
                     topic: [kept_or_new[t.name] for t in ts] for topic, ts in targets.items()
                 }
                 self.policies = dict(policies)
-                if len(given) > self._pool._max_workers:
+                if len(given) > self._workers:
+                    self._workers = len(given)
                     old_pool, self._pool = (
                         self._pool,
-                        ThreadPoolExecutor(max_workers=len(given), thread_name_prefix="deliver"),
+                        ThreadPoolExecutor(max_workers=self._workers, thread_name_prefix="deliver"),
                     )
                     old_pool.shutdown(wait=False)
             for name, target in before.items():
