@@ -70,7 +70,11 @@ def ours(conn: psycopg.Connection[Any]) -> list[str]:
 
 
 def test_this_psycopg_takes_the_libpq_path(conn: psycopg.Connection[Any]) -> None:
-    assert commit_pipeline.available(conn)
+    assert commit_pipeline.available(conn), (
+        "psycopg keeps its prepared statements (Connection._prepared._names, an OrderedDict) "
+        "or its connection lock (Connection.lock) elsewhere now: eventing commits fall back "
+        "to psycopg's slower public pipeline"
+    )
 
 
 def test_rows_and_commit_in_one_pipeline(conn: psycopg.Connection[Any], table: str) -> None:
