@@ -190,6 +190,8 @@ def test_health_and_metrics(s3: Any, gateway: Any) -> None:
     s3.create_bucket(Bucket="photos")
     metrics = httpx.get(f"{gateway.url}/_ripple/metrics").text
     assert 'ripple_s3_requests_total{operation="CreateBucket",status="200"} 1.0' in metrics
+    assert 'ripple_s3_metabase_calls_waiting{kind="writes"} 0.0' in metrics
+    assert 'ripple_s3_metabase_calls_waiting{kind="reads"} 0.0' in metrics
 
 
 def test_request_context_goes_into_the_change_stream(gateway: Any, s3: Any) -> None:

@@ -18,6 +18,7 @@ from prometheus_client import (
     CONTENT_TYPE_LATEST,
     CollectorRegistry,
     Counter,
+    Gauge,
     Histogram,
     generate_latest,
 )
@@ -84,6 +85,18 @@ class Metrics:
             ["operation"],
             registry=self.registry,
         )
+        self.waiting = Gauge(
+            "ripple_s3_metabase_calls_waiting",
+            "Object writes and reads waiting for their group to the metabase, or in one on "
+            "its way (group commit)",
+            ["kind"],
+            registry=self.registry,
+        )
+
+    def follow(self, services: Services) -> None:
+        """Read the groups' queues of `services` at each scrape."""
+        self.waiting.labels("writes").set_function(services.commits.unanswered)
+        self.waiting.labels("reads").set_function(services.reads.unanswered)
 
 
 def error_response(
@@ -126,6 +139,7 @@ class GatewayApp(Starlette):
 
 def create_app(services: Services) -> GatewayApp:
     metrics = Metrics()
+    metrics.follow(services)
 
     async def s3(http: Request, answer: Handler | None = None) -> Response:
         started = time.perf_counter()
