@@ -1,9 +1,11 @@
-"""The installed `ripple` command run as a user would: in its own process group, its output
-collected line by line, stopped with Ctrl-C (SIGINT to the group) or killed with SIGKILL."""
+"""The installed `ripple` command run as a user would: to its end, for its output, or in the
+background in its own process group, its output collected line by line, stopped with Ctrl-C
+(SIGINT to the group) or killed with SIGKILL."""
 
 from __future__ import annotations
 
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -23,6 +25,30 @@ def environment(**env: str) -> dict[str, str]:
     environ.update(env)
     environ["COLUMNS"] = "250"  # keep rich from wrapping long paths
     return environ
+
+
+def ripple(cwd: Path, *args: str, **env: str) -> str:
+    """`ripple ARGS…` in `cwd` with RIPPLE_* variables `env` only; its output (it must
+    succeed)."""
+    done = subprocess.run(
+        [str(RIPPLE), *args],
+        cwd=cwd,
+        env=environment(**env),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+    return done.stdout
+
+
+def credentials(output: str) -> tuple[str, str]:
+    """The access key and secret key `ripple user create` printed."""
+    access = re.search(r"access key: (\S+)", output)
+    secret = re.search(r"secret key: (\S+)", output)
+    assert access, output
+    assert secret, output
+    return access.group(1), secret.group(1)
 
 
 def table_rows(output: str) -> dict[str, str]:

@@ -8,18 +8,15 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-import boto3
-import botocore
 import pytest
-from botocore.config import Config
 from botocore.exceptions import ClientError
 
 from ripple.gateway import auth
-from ripple.identity import create_user
 from ripple.metabase.acl import ALL_USERS, AUTHENTICATED_USERS
 from ripple.metabase.put_object import put_object
 from ripple.metabase.rows import new_stream_id
 from tests.gateway.conftest import Running
+from tests.gateway.helpers import anonymous, second_user
 from tests.gateway.wire import error_code, raw_request
 
 BUCKET = "photos"
@@ -39,25 +36,6 @@ def grants_of(answer: dict[str, Any]) -> list[tuple[str, str]]:
 
 def owner_id(gateway: Running) -> str:
     return str(gateway.key.project_public_id)
-
-
-def second_user(gateway: Running, name: str = "bob") -> tuple[str, Any]:
-    """Another project's public id, and a boto3 client signing as it."""
-    _, key, secret = create_user(gateway.services.db, gateway.data_dir, name)
-    return str(key.project_public_id), gateway.client(key.access_key_id, secret)
-
-
-def anonymous(gateway: Running) -> Any:
-    return boto3.client(
-        "s3",
-        endpoint_url=gateway.url,
-        region_name="us-east-1",
-        config=Config(
-            signature_version=botocore.UNSIGNED,
-            s3={"addressing_style": "path"},
-            retries={"max_attempts": 1},
-        ),
-    )
 
 
 def test_object_acl_canned_and_private_by_default(s3: Any, gateway: Running) -> None:

@@ -9,15 +9,8 @@ import pytest
 from botocore.exceptions import ClientError
 
 from ripple.identity import create_key, create_user
+from tests.gateway.helpers import code_of, status_of
 from tests.gateway.wire import error_code, raw_request
-
-
-def code_of(error: pytest.ExceptionInfo[ClientError]) -> str:
-    return str(error.value.response["Error"]["Code"])
-
-
-def status_of(error: pytest.ExceptionInfo[ClientError]) -> int:
-    return int(error.value.response["ResponseMetadata"]["HTTPStatusCode"])
 
 
 def test_create_list_head_delete(s3: Any) -> None:

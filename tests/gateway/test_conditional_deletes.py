@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 from botocore.exceptions import ClientError
 
+from tests.gateway.helpers import anonymous, second_user
 from tests.gateway.wire import error_code, raw_request
 
 BADTIME = datetime(2015, 1, 1)
@@ -222,8 +223,6 @@ def test_conditions_are_the_bucket_owners(s3: Any, gateway: Any) -> None:
     """A project the bucket's ACL lets write and delete, and anyone on a public-read-write
     bucket, may not send conditions: the answers would tell what a key holds, which only
     READ may learn."""
-    from tests.gateway.test_acl import anonymous, second_user
-
     s3.create_bucket(Bucket="bkt", ACL="public-read-write")
     etag = s3.put_object(Bucket="bkt", Key="k", Body=b"private")["ETag"]
     _, bob = second_user(gateway)

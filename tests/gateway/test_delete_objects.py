@@ -20,7 +20,7 @@ from ripple.gateway.ratelimit import RateLimit
 from ripple.identity import create_key
 from ripple.metabase import delete_objects
 from tests.gateway.conftest import Running, wait_for
-from tests.gateway.test_listing import seed
+from tests.gateway.helpers import seed
 from tests.gateway.wire import FILE_SIZE, error_code, raw_request
 
 NS = "{http://s3.amazonaws.com/doc/2006-03-01/}"

@@ -14,7 +14,7 @@ from botocore.exceptions import ClientError
 
 from ripple.gateway import data as data_module
 from ripple.gateway.gc import collect
-from tests.gateway.test_objects import data_files
+from tests.gateway.helpers import data_files
 from tests.gateway.wire import FILE_SIZE
 
 

@@ -11,10 +11,8 @@ import pytest
 from botocore.exceptions import ClientError
 
 from ripple.identity import create_key
-from ripple.metabase import ObjectLocation
-from ripple.metabase.put_object import put_object
-from ripple.metabase.rows import new_stream_id
 from tests.gateway.conftest import Running
+from tests.gateway.helpers import seed
 from tests.gateway.wire import error_code, raw_request
 
 # 25 keys: nested "dirs", a key that is also a prefix, empty segments, non-ASCII
@@ -66,20 +64,6 @@ def seeded(gateway: Running, s3: Any, bucket: str, keys: list[str]) -> str:
     s3.create_bucket(Bucket=bucket)
     seed(gateway, bucket, keys)
     return bucket
-
-
-def seed(gateway: Running, bucket: str, keys: list[str]) -> None:
-    """Objects written straight into the metabase (no PutObject), their key as their data."""
-    for key in keys:
-        data = key.encode()
-        put_object(
-            gateway.services.db,
-            ObjectLocation(gateway.key.project_id, bucket, key),
-            stream_id=new_stream_id(),
-            size=len(data),
-            etag="0" * 32,
-            inline_data=data,
-        )
 
 
 def page_entries(page: dict[str, Any]) -> list[str]:

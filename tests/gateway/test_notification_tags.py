@@ -17,28 +17,10 @@ from botocore.config import Config
 from botocore.exceptions import ClientError
 
 from tests.gateway.conftest import Running
-from tests.gateway.test_notifications_api import make_topic
+from tests.gateway.helpers import make_topic, with_tag_rules
 
 NS = {"s3": "http://s3.amazonaws.com/doc/2006-03-01/"}
-PUT = "before-sign.s3.PutBucketNotificationConfiguration"
 GET = "after-call.s3.GetBucketNotificationConfiguration"
-
-
-def with_tag_rules(s3: Any, rules: list[tuple[str, str]]) -> None:
-    """Make the client's next PutBucketNotificationConfiguration carry these S3Tags rules."""
-    xml = "".join(
-        f"<FilterRule><Name>{name}</Name><Value>{value}</Value></FilterRule>"
-        for name, value in rules
-    )
-
-    def add_rules(request: Any, **_: Any) -> None:
-        body: bytes = request.data
-        request.data = body.replace(b"</Filter>", f"<S3Tags>{xml}</S3Tags></Filter>".encode())
-        for header in list(request.headers):
-            if header.lower() == "content-md5" or header.lower().startswith("x-amz-checksum-"):
-                del request.headers[header]
-
-    s3.meta.events.register_first(PUT, add_rules, unique_id="s3tags")
 
 
 @pytest.fixture

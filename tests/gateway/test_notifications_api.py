@@ -22,25 +22,16 @@ from botocore.exceptions import ClientError
 from ripple.changestream.schema import change_records
 from ripple.identity import create_user
 from ripple.notifications.configuration import Notification
-from ripple.notifications.store import StoredTopic, topic_arn
+from ripple.notifications.store import topic_arn
 from tests.gateway.conftest import Running
+from tests.gateway.helpers import REGION, make_topic, signed_put
 from tests.receiver import Receiver, receiver
-
-REGION = "us-east-1"
 
 
 @pytest.fixture
 def hook() -> Iterator[Receiver]:
     with receiver() as r:
         yield r
-
-
-def make_topic(gateway: Running, name: str, endpoint: str, **arguments: str) -> StoredTopic:
-    key = gateway.key
-    arn = topic_arn(REGION, str(key.project_public_id), name)
-    return gateway.services.eventing.put_topic(
-        key.project_id, name, arn, endpoint, arguments, "test"
-    )
 
 
 def configuration(*topics: tuple[str, str], prefix: str = "") -> dict[str, Any]:
@@ -208,19 +199,6 @@ def test_malformed_and_ambiguous_configurations(gateway: Running, s3: Any) -> No
     assert response.status_code == 400
     assert ET.fromstring(response.content).findtext("Code") == "MalformedXML"
     assert "TopicConfigurations" not in s3.get_bucket_notification_configuration(Bucket="photos")
-
-
-def signed_put(gateway: Running, path: str, body: bytes) -> httpx.Response:
-    request = AWSRequest(
-        method="PUT",
-        url=gateway.url + path,
-        data=body,
-        headers={"x-amz-content-sha256": "UNSIGNED-PAYLOAD"},
-    )
-    S3SigV4Auth(Credentials(gateway.key.access_key_id, gateway.secret), "s3", REGION).add_auth(
-        request
-    )
-    return httpx.put(gateway.url + path, content=body, headers=dict(request.headers.items()))
 
 
 def test_one_notification_by_id(gateway: Running, s3: Any) -> None:

@@ -13,7 +13,7 @@ import pytest
 from botocore.exceptions import ClientError
 
 from tests.gateway.conftest import Running
-from tests.gateway.test_acl import second_user
+from tests.gateway.helpers import second_user
 from tests.gateway.wire import error_code, raw_request
 
 MiB = 1024 * 1024

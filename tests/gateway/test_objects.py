@@ -9,24 +9,17 @@ import hashlib
 import socket
 import zlib
 from datetime import UTC, datetime, timedelta
-from pathlib import Path
 from typing import Any
 
 import pytest
 from botocore.exceptions import ClientError
 
 from ripple.metabase import ObjectLocation, get_object
-from tests.gateway.test_buckets import code_of, status_of
+from tests.gateway.helpers import code_of, data_files, status_of
 from tests.gateway.wire import FILE_SIZE, error_code, raw_request
 
 INLINE_LIMIT = 64 * 1024  # objects up to this size are kept in their metabase row (docs)
 KEYS = ["plain.txt", "a b/c d.txt", "plus+and%percent", "ünïcödé/日本", "~tilde/!$&'()*,;=:@"]
-
-
-def data_files(root: Path) -> list[Path]:
-    """Committed data files (not temporaries or parts)."""
-    objects = root / "objects"
-    return [p for p in objects.rglob("*") if p.is_file() and p.parts[-4] == "objects"]
 
 
 @pytest.mark.parametrize("size", [0, 5, 1025, 4096, INLINE_LIMIT, INLINE_LIMIT + 1, 300_000])

@@ -17,9 +17,9 @@ from ripple.config import Settings
 from ripple.gateway.processes import WATCH_INTERVAL_S, GatewayProcesses
 from ripple.gateway.server import GatewayError, bind
 from tests.gateway.conftest import wait_for
-from tests.gateway.test_serve import client, credentials, ripple
+from tests.gateway.helpers import client
 from tests.ports import free_port
-from tests.ripple_process import RippleProcess
+from tests.ripple_process import RippleProcess, credentials, ripple
 
 
 def alive(pid: int) -> bool:

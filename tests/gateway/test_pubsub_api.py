@@ -6,55 +6,20 @@ proved with a second user."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
-from urllib.parse import quote
 
 import boto3
 import httpx
 import pytest
-from botocore.auth import S3SigV4Auth
-from botocore.awsrequest import AWSRequest
 from botocore.config import Config
-from botocore.credentials import Credentials
 
 from ripple.identity import create_key, create_user
 from ripple.subscriptions.store import SubscriptionStore
 from tests.gateway.conftest import Running
+from tests.gateway.helpers import REGION, PubSub
 from tests.targets.conftest import delivery
 
-REGION = "us-east-1"
 AMQP = {"push-endpoint": "amqp://127.0.0.1/", "amqp-exchange": "ripple-events"}
-
-
-@dataclass
-class PubSub:
-    """Signed requests to one gateway's pubsub API with one access key."""
-
-    url: str
-    access_key: str
-    secret: str
-
-    def __call__(
-        self, method: str, path: str, params: dict[str, str | None] | None = None
-    ) -> httpx.Response:
-        """`params` values of None are bare flags (`?events`, `?ack`)."""
-        query = "&".join(
-            quote(k, safe="-_.~") + ("" if v is None else "=" + quote(v, safe="-_.~"))
-            for k, v in (params or {}).items()
-        )
-        path = quote(path, safe="/-_.~")  # as S3 clients encode paths: ':' is %3A
-        url = f"{self.url}/_ripple/pubsub/{path}" + (f"?{query}" if query else "")
-        request = AWSRequest(
-            method=method, url=url, headers={"x-amz-content-sha256": "UNSIGNED-PAYLOAD"}
-        )
-        S3SigV4Auth(Credentials(self.access_key, self.secret), "s3", REGION).add_auth(request)
-        return httpx.request(method, url, headers=dict(request.headers.items()))
-
-    def ok(self, method: str, path: str, params: dict[str, str | None] | None = None) -> Any:
-        response = self(method, path, params)
-        assert response.status_code == 200, response.text
-        return response.json() if response.content else None
 
 
 @pytest.fixture

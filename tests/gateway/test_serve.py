@@ -4,55 +4,18 @@ made with `ripple user create`, a crash in the middle of an upload, and `ripple 
 from __future__ import annotations
 
 import os
-import re
 import socket
 import subprocess
 import time
 from pathlib import Path
-from typing import Any
 
-import boto3
 import httpx
 import pytest
-from botocore.config import Config
 
 from tests.gateway.conftest import wait_for
+from tests.gateway.helpers import client
 from tests.ports import free_port
-from tests.ripple_process import RIPPLE, RippleProcess, environment
-
-
-def ripple(cwd: Path, *args: str, **env: str) -> str:
-    """`ripple ARGS…` in `cwd` with RIPPLE_* variables `env` only; its output (it must
-    succeed)."""
-    done = subprocess.run(
-        [str(RIPPLE), *args],
-        cwd=cwd,
-        env=environment(**env),
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    assert done.returncode == 0, done.stderr
-    return done.stdout
-
-
-def credentials(output: str) -> tuple[str, str]:
-    access = re.search(r"access key: (\S+)", output)
-    secret = re.search(r"secret key: (\S+)", output)
-    assert access, output
-    assert secret, output
-    return access.group(1), secret.group(1)
-
-
-def client(url: str, access: str, secret: str, **config: Any) -> Any:
-    return boto3.client(
-        "s3",
-        endpoint_url=url,
-        region_name="us-east-1",
-        aws_access_key_id=access,
-        aws_secret_access_key=secret,
-        config=Config(s3={"addressing_style": "path"}, retries={"max_attempts": 1}, **config),
-    )
+from tests.ripple_process import RIPPLE, RippleProcess, credentials, environment, ripple
 
 
 def test_serve_user_create_and_a_crash_mid_upload(tmp_path: Path) -> None:

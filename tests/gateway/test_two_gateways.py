@@ -25,9 +25,9 @@ from botocore.exceptions import ClientError
 from ripple.metabase import Metabase
 from tests.changestream.conftest import read_all
 from tests.conftest import ADMIN_URL, fresh_postgres_database
-from tests.gateway.test_serve import client, credentials, ripple
+from tests.gateway.helpers import client
 from tests.ports import free_port
-from tests.ripple_process import RippleProcess
+from tests.ripple_process import RippleProcess, credentials, ripple
 from tests.waiting import wait_for
 
 BURST = 20  # deletes per project, shared by both gateways; the rate refills almost nothing

@@ -13,8 +13,8 @@ import sqlalchemy as sa
 from ripple.metabase import Metabase
 from ripple.metabase.schema import projects
 from tests.gateway.conftest import wait_for
-from tests.gateway.test_serve import client, credentials, ripple
-from tests.ripple_process import RippleProcess, table_rows
+from tests.gateway.helpers import client
+from tests.ripple_process import RippleProcess, credentials, ripple, table_rows
 
 TOPIC = "projects/ripple-tests/topics/photos"
 

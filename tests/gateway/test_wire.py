@@ -22,7 +22,7 @@ from botocore.exceptions import ClientError
 from ripple.changestream.schema import change_records
 from ripple.gateway.server import Gateway, bind
 from tests.gateway.conftest import wait_for
-from tests.gateway.test_buckets import code_of
+from tests.gateway.helpers import code_of
 
 
 def error_of(response: httpx.Response) -> dict[str, str]:

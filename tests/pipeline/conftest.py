@@ -1,5 +1,6 @@
-"""A real Spark session (`local[2]`) shared by a test module, and a pipeline running in a
-thread against the test's metabase, its tasks delivering in Spark's Python workers."""
+"""A real Spark session (`local[2]`) shared by a test module, a pipeline running in a
+thread against the test's metabase, its tasks delivering in Spark's Python workers, and
+boto3's `sns` client of the gateway, for the modules that run one."""
 
 from __future__ import annotations
 
@@ -10,9 +11,12 @@ from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
+import boto3
 import pytest
 import sqlalchemy as sa
+from botocore.config import Config
 from pyspark.sql import SparkSession
 
 from ripple.metabase import Metabase
@@ -24,6 +28,7 @@ from ripple.pipeline.session import spark_session
 from ripple.targets.base import Target
 from ripple.targets.destinations import Destinations
 from ripple.targets.retry import RetryPolicy
+from tests.gateway.conftest import Running
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -116,3 +121,16 @@ def running_pipeline(
         thread.join(120)
         assert not thread.is_alive(), "the pipeline did not stop"
     assert errors == [], errors
+
+
+@pytest.fixture
+def sns(gateway: Running) -> Any:
+    """boto3's `sns` client of the gateway (the `gateway` fixture the module imports)."""
+    return boto3.client(
+        "sns",
+        endpoint_url=gateway.url,
+        region_name="us-east-1",
+        aws_access_key_id=gateway.key.access_key_id,
+        aws_secret_access_key=gateway.secret,
+        config=Config(retries={"max_attempts": 1}),
+    )

@@ -22,11 +22,10 @@ import pytest
 from botocore.config import Config
 
 from tests.conftest import ADMIN_URL, fresh_postgres_database
-from tests.gateway.test_serve import credentials, ripple
 from tests.pipeline.cluster import StandaloneCluster, python_without_ripple, standalone_cluster
 from tests.pipeline.conftest import wait_for
 from tests.receiver import Receiver, receiver
-from tests.ripple_process import RippleProcess, table_rows
+from tests.ripple_process import RippleProcess, credentials, ripple, table_rows
 
 pytestmark = pytest.mark.postgresql
 

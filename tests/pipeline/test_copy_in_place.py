@@ -11,13 +11,13 @@ import pytest
 from botocore.exceptions import ClientError
 
 from tests.gateway.conftest import Running, gateway, s3, services  # noqa: F401
-from tests.pipeline.test_route_by_tags import routed, seen, sns  # noqa: F401
+from tests.pipeline.helpers import routed, seen
 
 
 def test_copy_onto_itself_with_replace_is_an_object_created_copy(
     gateway: Running,  # noqa: F811
     s3: Any,  # noqa: F811
-    sns: Any,  # noqa: F811
+    sns: Any,
 ) -> None:
     gateway.services.db.eventing = gateway.services.registry.is_eventing
     topic = sns.create_topic(Name="mirror", Attributes={"include-metadata": "true"})["TopicArn"]

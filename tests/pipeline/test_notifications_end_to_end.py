@@ -15,23 +15,16 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-import boto3
 import pytest
-from botocore.config import Config
 from pyspark.sql import SparkSession
 
-from ripple.metabase import Metabase
-from ripple.notifications.registry import Registry
-from ripple.targets.retry import RetryPolicy
 from tests.gateway.conftest import Running, gateway, s3, services  # noqa: F401
-from tests.gateway.test_notification_tags import with_tag_rules
-from tests.gateway.test_notifications_api import signed_put
-from tests.gateway.test_pubsub_api import PubSub
-from tests.pipeline.conftest import RunningPipeline, running_pipeline, wait_for
+from tests.gateway.helpers import PubSub, signed_put, with_tag_rules
+from tests.pipeline.conftest import wait_for
+from tests.pipeline.helpers import notify, pipeline
 from tests.receiver import Receiver, receiver
 
 
@@ -41,48 +34,12 @@ def hook() -> Iterator[Receiver]:
         yield r
 
 
-@pytest.fixture
-def sns(gateway: Running) -> Any:  # noqa: F811
-    return boto3.client(
-        "sns",
-        endpoint_url=gateway.url,
-        region_name="us-east-1",
-        aws_access_key_id=gateway.key.access_key_id,
-        aws_secret_access_key=gateway.secret,
-        config=Config(retries={"max_attempts": 1}),
-    )
-
-
-@contextmanager
-def pipeline(db: Metabase, checkpoint: Path) -> Iterator[RunningPipeline]:
-    """The pipeline in a thread, following the API's configuration, until the block ends."""
-    policy = RetryPolicy(base_delay_s=0.01, max_delay_s=0.2)
-    url = db.url.render_as_string(hide_password=False)
-    with running_pipeline(
-        url, checkpoint, Registry(), {}, db.writer, policy=policy, configured={}
-    ) as deliverer:
-        yield deliverer
-
-
 def events(hook: Receiver, bucket: str) -> list[tuple[str, str]]:
     return [
         (r["eventName"], r["s3"]["object"]["key"])
         for r in hook.records()
         if r["s3"]["bucket"]["name"] == bucket
     ]
-
-
-def notify(client: Any, bucket: str, arn: str, notification_id: str, prefix: str = "") -> None:
-    config: dict[str, Any] = {
-        "Id": notification_id,
-        "TopicArn": arn,
-        "Events": ["s3:ObjectCreated:*", "s3:ObjectRemoved:*"],
-    }
-    if prefix:
-        config["Filter"] = {"Key": {"FilterRules": [{"Name": "prefix", "Value": prefix}]}}
-    client.put_bucket_notification_configuration(
-        Bucket=bucket, NotificationConfiguration={"TopicConfigurations": [config]}
-    )
 
 
 def test_topic_notification_upload_webhook(

@@ -20,6 +20,7 @@ from ripple.targets.base import OK, Delivery, Outcome, Result
 from ripple.targets.destinations import policy_of, push_target
 from ripple.targets.retry import RetryPolicy
 from tests.pipeline.fakes import RecordingTarget
+from tests.pipeline.helpers import event
 
 RETRY = Result(Outcome.RETRY, "HTTP 503 from the test")
 REFUSED = Result(Outcome.PERMANENT, "HTTP 404 from the test")
@@ -31,22 +32,6 @@ IN_ORDER = RetryPolicy(
 def soon(seconds: float = 10.0) -> int:
     """A time a little ahead: every queued event is due, none has outlived its TTL."""
     return time.time_ns() + int(seconds * 1e9)
-
-
-def event(key: str, n: int, bucket: str = "photos", width: int = 24) -> Delivery:
-    """Event `n` of `key` (its sequencer grows with `n`), as routing makes it; `width` 0:
-    a sequencer of no fixed length (0xF, then 0x10: longer is later)."""
-    sequencer = f"{n:0{width}X}" if width else f"{n:X}"
-    body = {
-        "eventVersion": "2.1",
-        "eventName": "ObjectCreated:Put",
-        "s3": {
-            "bucket": {"name": bucket},
-            "object": {"key": key, "size": n, "sequencer": sequencer},
-        },
-    }
-    attributes = {"eventName": "ObjectCreated:Put", "bucket": bucket, "key": key}
-    return Delivery.of(f"{key}-{n}", body, {**attributes, "sequencer": sequencer}, batch_id=1)
 
 
 def names(deliveries: list[Delivery]) -> list[str]:

@@ -25,7 +25,7 @@ from ripple.pipeline.schema import dead_letters, delivery_retries
 from ripple.targets.base import OK, Delivery, Outcome, Result
 from ripple.targets.retry import RetryPolicy
 from tests.pipeline.fakes import each_key_once
-from tests.pipeline.test_ordering import event
+from tests.pipeline.helpers import event
 
 KEYS = ("a", "b", "c", "d")
 POLICY = RetryPolicy(

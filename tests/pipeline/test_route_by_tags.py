@@ -9,56 +9,9 @@ from __future__ import annotations
 
 from typing import Any
 
-import boto3
-import pytest
-import sqlalchemy as sa
-from botocore.config import Config
-
-from ripple.changestream.schema import change_records
-from ripple.events import EventSettings
-from ripple.notifications.registry import Registry
-from ripple.notifications.store import EventingStore
-from ripple.pipeline.route import route
-from ripple.pipeline.transform import events_of_rows
-from ripple.targets.base import Delivery
 from tests.gateway.conftest import Running, gateway, s3, services  # noqa: F401
-from tests.gateway.test_notification_tags import with_tag_rules
-
-
-@pytest.fixture
-def sns(gateway: Running) -> Any:  # noqa: F811
-    return boto3.client(
-        "sns",
-        endpoint_url=gateway.url,
-        region_name="us-east-1",
-        aws_access_key_id=gateway.key.access_key_id,
-        aws_secret_access_key=gateway.secret,
-        config=Config(retries={"max_attempts": 1}),
-    )
-
-
-def routed(gateway: Running) -> dict[str, list[Delivery]]:  # noqa: F811
-    """Every change record of the objects' stream so far, through the transform and
-    routing (the bucket events' stream is another query's)."""
-    db = gateway.services.db
-    registry = Registry()
-    registry.replace_api(EventingStore(db).snapshot().routes())
-    c = change_records.c
-    with db.engine.connect() as conn:
-        rows = [
-            dict(r._mapping)
-            for r in conn.execute(
-                sa.select(change_records)
-                .where(c.stream_name == "bucket_eventing")
-                .order_by(c.commit_ns, c.partition, c.position)  # commit order, as a batch
-            )
-        ]
-    events = list(events_of_rows(rows, lambda _: "owner", EventSettings()))
-    return route(events, registry, batch_id=1).by_topic
-
-
-def seen(deliveries: list[Delivery]) -> list[tuple[str, str]]:
-    return [(d.attributes["eventName"], d.attributes["key"]) for d in deliveries]
+from tests.gateway.helpers import with_tag_rules
+from tests.pipeline.helpers import routed, seen
 
 
 def test_events_route_by_the_tags_of_their_transaction(

@@ -24,7 +24,7 @@ from ripple.pipeline.route import route
 from ripple.pipeline.transform import events_of_rows
 from ripple.targets.base import Delivery
 from tests.gateway.conftest import Running, gateway, s3, services  # noqa: F401
-from tests.pipeline.test_route_by_tags import seen, sns  # noqa: F401
+from tests.pipeline.helpers import seen
 
 STREAM = "bucket_eventing"
 ALL_USERS = "http://acs.amazonaws.com/groups/global/AllUsers"
@@ -91,7 +91,7 @@ RENAME_EVENTS = ["s3:ObjectCreated:*", "s3:ObjectRemoved:*", "s3:ObjectRenamed:*
 def test_renames_as_each_topic_asks(
     gateway: Running,  # noqa: F811
     s3: Any,  # noqa: F811
-    sns: Any,  # noqa: F811
+    sns: Any,
 ) -> None:
     gateway.services.db.eventing = gateway.services.registry.is_eventing
     explicit = sns.create_topic(Name="as-s3", Attributes={"rename-events": "s3"})["TopicArn"]
@@ -163,7 +163,7 @@ def test_renames_as_each_topic_asks(
 
 def test_a_rename_events_value_that_is_neither_is_refused(
     gateway: Running,  # noqa: F811
-    sns: Any,  # noqa: F811
+    sns: Any,
 ) -> None:
     with pytest.raises(ClientError) as caught:
         sns.create_topic(Name="odd", Attributes={"rename-events": "bogus"})
@@ -181,7 +181,7 @@ def test_a_rename_events_value_that_is_neither_is_refused(
 def test_put_object_acl_is_an_object_acl_put_with_the_grants(
     gateway: Running,  # noqa: F811
     s3: Any,  # noqa: F811
-    sns: Any,  # noqa: F811
+    sns: Any,
 ) -> None:
     gateway.services.db.eventing = gateway.services.registry.is_eventing
     acl = sns.create_topic(Name="acl")["TopicArn"]
@@ -219,7 +219,7 @@ def test_put_object_acl_is_an_object_acl_put_with_the_grants(
 def test_legal_hold_and_retention_are_metadata_updates_for_those_who_ask(
     gateway: Running,  # noqa: F811
     s3: Any,  # noqa: F811
-    sns: Any,  # noqa: F811
+    sns: Any,
 ) -> None:
     gateway.services.db.eventing = gateway.services.registry.is_eventing
     family = sns.create_topic(Name="family")["TopicArn"]
@@ -265,7 +265,7 @@ def test_legal_hold_and_retention_are_metadata_updates_for_those_who_ask(
 def test_copy_onto_itself_with_replace_is_a_copy_and_a_metadata_update(
     gateway: Running,  # noqa: F811
     s3: Any,  # noqa: F811
-    sns: Any,  # noqa: F811
+    sns: Any,
 ) -> None:
     gateway.services.db.eventing = gateway.services.registry.is_eventing
     both = sns.create_topic(Name="both")["TopicArn"]
@@ -317,7 +317,7 @@ def test_copy_onto_itself_with_replace_is_a_copy_and_a_metadata_update(
 def test_a_lifecycle_expiration_is_a_lifecycle_event(
     gateway: Running,  # noqa: F811
     s3: Any,  # noqa: F811
-    sns: Any,  # noqa: F811
+    sns: Any,
     versioned: bool,
     name: str,
 ) -> None:
@@ -375,7 +375,7 @@ def test_a_lifecycle_expiration_is_a_lifecycle_event(
 def test_an_anonymous_write_names_anonymous_as_its_principal(
     gateway: Running,  # noqa: F811
     s3: Any,  # noqa: F811
-    sns: Any,  # noqa: F811
+    sns: Any,
 ) -> None:
     """An unsigned PutObject into a bucket whose ACL lets everyone write: its event's
     principal is `Anonymous`, as S3 names it; the signed owner's is its public id."""

@@ -22,7 +22,7 @@ from ripple.snapshotter.settings import SnapshotterSettings
 from tests.conftest import _empty, _metabase
 from tests.gateway.conftest import Running, gateway, s3, services  # noqa: F401
 from tests.pipeline.conftest import wait_for
-from tests.pipeline.test_notifications_end_to_end import notify, pipeline, sns  # noqa: F401
+from tests.pipeline.helpers import notify, pipeline
 from tests.snapshotter.service_helpers import stored_pages
 
 
@@ -44,7 +44,7 @@ def test_uploads_and_deletes_are_archived_in_pages(
     spark: SparkSession,
     gateway: Running,  # noqa: F811
     s3: Any,  # noqa: F811
-    sns: Any,  # noqa: F811
+    sns: Any,
     archive: SnapshotterSettings,
     tmp_path: Path,
 ) -> None:
