@@ -8,13 +8,11 @@ test_lifecycle_batches.py."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
 
-from ripple.changestream.ddl import create_change_stream, drop_change_stream
 from ripple.metabase import (
     BucketLocation,
     Object,
@@ -38,46 +36,10 @@ from ripple.metabase.errors import (
     MetabaseError,
 )
 from ripple.metabase.lifecycle import check_lifecycle
-from ripple.metabase.schema import objects
 from ripple.metabase.uploads import begin_upload
-from tests.changestream.conftest import Eventing, read_all, tag_of
+from tests.changestream.conftest import read_all, tag_of
+from tests.metabase.helpers import DAY, configure, rule, statuses
 from tests.metabase.steps import T0, World
-
-DAY = timedelta(days=1)
-
-
-def rule(rule_id: str = "r1", **members: Any) -> dict[str, Any]:
-    return {"ID": rule_id, "Status": "Enabled", "Filter": {}, **members}
-
-
-def configure(world: World, bucket: BucketLocation, *rules: dict[str, Any]) -> None:
-    put_bucket_lifecycle(world.db, bucket, {"Rules": list(rules)})
-
-
-def statuses(world: World) -> list[tuple[str, Status]]:
-    return [(r.object_key, r.status) for r in world.rows()]
-
-
-@pytest.fixture
-def stream(world: World) -> Iterator[str]:
-    """A change stream that keeps system transactions (no `exclude_ttl_deletes`), with
-    eventing on for the `bucket` bucket; dropped afterwards."""
-    Eventing(world.db).enable(world.project.id, "bucket")
-    with world.db.write() as conn:
-        create_change_stream(
-            conn,
-            "lifecycle",
-            objects,
-            ["status"],
-            {"exclude_ttl_deletes": False, "allow_txn_exclusion": True},
-            partitions=2,
-        )
-    world.db.changestreams.reload()
-    yield "lifecycle"
-    with world.db.write() as conn:
-        drop_change_stream(conn, "lifecycle")
-    world.db.changestreams.reload()
-
 
 # --- the configuration ------------------------------------------------------------------
 

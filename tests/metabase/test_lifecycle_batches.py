@@ -22,8 +22,8 @@ from ripple.metabase import (
 )
 from ripple.metabase.schema import buckets, objects
 from tests.changestream.conftest import read_all, tag_of
+from tests.metabase.helpers import DAY, configure, rule, statuses
 from tests.metabase.steps import T0, World
-from tests.metabase.test_lifecycle import DAY, configure, rule, statuses, stream  # noqa: F401
 
 
 def transactions_of(records: list[dict[str, Any]], mod_type: str) -> list[int]:
@@ -37,7 +37,7 @@ def transactions_of(records: list[dict[str, Any]], mod_type: str) -> list[int]:
     return list(sizes.values())
 
 
-def test_batches_are_bounded(world: World, stream: str) -> None:  # noqa: F811
+def test_batches_are_bounded(world: World, stream: str) -> None:
     bucket = world.bucket()
     for i in range(5):
         world.put(bucket, f"k{i}")
@@ -58,7 +58,7 @@ def test_batches_are_bounded(world: World, stream: str) -> None:  # noqa: F811
 
 def test_one_keys_versions_split_across_batches(
     world: World,
-    stream: str,  # noqa: F811
+    stream: str,
 ) -> None:
     bucket = world.bucket(versioning=Versioning.ENABLED)
     versions = [world.put(bucket, "a") for _ in range(6)]  # 5 noncurrent, all due

@@ -27,8 +27,8 @@ from ripple.metabase.lifecycle_scan import midnight
 from ripple.metabase.lifecycle_values import MAX_DAYS, MAX_SIZE
 from ripple.metabase.schema import buckets
 from ripple.metabase.uploads import begin_upload
+from tests.metabase.helpers import DAY, configure, rule
 from tests.metabase.steps import T0, World
-from tests.metabase.test_lifecycle import DAY, configure, rule
 
 HUGE = "9" * 5000  # past Python's 4,300-digit int() limit
 END_OF_TIME = datetime(9999, 12, 31, 23, 59, tzinfo=UTC)
