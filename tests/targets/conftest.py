@@ -1,5 +1,6 @@
-"""Shared helpers for the target tests: realistic deliveries, no proxies on loopback, and
-the destination guard made process-wide (`use`) with a test DNS (`dns`).
+"""Shared helpers for the target tests: realistic deliveries, no proxies on loopback, a
+webhook receiver (`server`), and the destination guard made process-wide (`use`) with a
+test DNS (`dns`).
 
 `delivery(...)` builds one S3 event record (2.1) the way the pipeline does and wraps it in a
 `Delivery`: body `{"Records":[event]}`, attributes eventName, bucket, key, sequencer.
@@ -9,13 +10,14 @@ from __future__ import annotations
 
 import hashlib
 import socket
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
 
 from ripple.targets.base import Delivery
 from ripple.targets.guard import DestinationGuard, set_default_guard
+from tests.targets.webhook_server import HookServer
 
 BUCKET = "photos"
 SEQUENCER_BASE = 0x18EA07F04CD9E115  # 2026-11-21T10:15:30.123456789Z in UNIX ns
@@ -91,6 +93,13 @@ def delivery(key: str = "2026/cat.jpg", *, n: int = 0, **fields: Any) -> Deliver
         },
         batch_id=7,
     )
+
+
+@pytest.fixture
+def server() -> Iterator[HookServer]:
+    s = HookServer()
+    yield s
+    s.stop()
 
 
 # the destination guard: made the process-wide one, and names it resolves -------------

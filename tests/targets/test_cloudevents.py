@@ -13,10 +13,10 @@ from ripple.targets.base import OK
 from ripple.targets.cloudevents import binary_headers
 from ripple.targets.webhook import from_arguments
 from tests.targets.conftest import delivery
-from tests.targets.test_webhook import HookServer, server  # noqa: F401  (the fixture)
+from tests.targets.webhook_server import HookServer
 
 
-def test_binary_mode_parses_as_a_cloudevent(server: HookServer) -> None:  # noqa: F811
+def test_binary_mode_parses_as_a_cloudevent(server: HookServer) -> None:
     d = delivery("2026/red flower.jpg")
     target = from_arguments("photos", server.url, {"cloudevents": "true"})
     target.open()
@@ -42,7 +42,7 @@ def test_binary_mode_parses_as_a_cloudevent(server: HookServer) -> None:  # noqa
     assert request.headers["x-ripple-event-id"] == d.event_id
 
 
-def test_without_the_argument_no_ce_headers_are_sent(server: HookServer) -> None:  # noqa: F811
+def test_without_the_argument_no_ce_headers_are_sent(server: HookServer) -> None:
     target = from_arguments("photos", server.url, {})
     target.open()
     try:

@@ -40,9 +40,9 @@ from ripple.targets.webhook import WebhookConfig, WebhookTarget
 from tests.conftest import service_missing
 from tests.targets.conftest import Use, delivery
 from tests.targets.pubsub_fake import FakePublisher
-from tests.targets.test_amqp import URL as AMQP_URL
-from tests.targets.test_amqp import fresh_route
-from tests.targets.test_webhook import HookServer
+from tests.targets.rabbitmq import URL as AMQP_URL
+from tests.targets.rabbitmq import fresh_route
+from tests.targets.webhook_server import HookServer
 
 PUBLIC = "203.0.113.7"  # TEST-NET-3: a stand-in for a public address
 ALLOW_LOOPBACK = {"RIPPLE_MODE": "production", "RIPPLE_DESTINATIONS_ALLOW": "127.0.0.1/32"}

@@ -19,7 +19,7 @@ from ripple.targets.base import Delivery
 from ripple.targets.destinations import policy_of, push_target
 from tests.pipeline.fakes import each_key_once
 from tests.targets.conftest import delivery
-from tests.targets.test_webhook import HookServer, Request
+from tests.targets.webhook_server import HookServer, Request
 
 
 class Receiver(HookServer):
