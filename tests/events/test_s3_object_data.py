@@ -7,8 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 from ripple.events import s3_events
-from tests.events.records import OWNERS, commit, record, row
-from tests.events.test_s3_tagging import update
+from tests.events.records import OWNERS, commit, record, row, update
 
 
 def with_values(records: list[dict[str, Any]], **values: Any) -> list[dict[str, Any]]:

@@ -11,16 +11,8 @@ from typing import Any
 import pytest
 
 from ripple.events import OBJECT_TAGGING_DELETE, OBJECT_TAGGING_PUT, s3_events, to_json
-from tests.events.records import ETAG, OWNERS, STREAM_A, commit, record, row, tag
+from tests.events.records import ETAG, OWNERS, STREAM_A, commit, record, row, tag, update
 
-TAGGING_TAG = tag(
-    operation="put-object-tagging",
-    request_id="7A1B2C3D4E5F6071",
-    host_id="h0st1d/tagging",
-    principal="AKIAUSER1",
-    source_ip="192.0.2.7",
-    etag=ETAG,
-)
 VERSIONED_TAGGING_TAG = tag(
     operation="put-object-tagging",
     request_id="7A1B2C3D4E5F6071",
@@ -30,34 +22,6 @@ VERSIONED_TAGGING_TAG = tag(
     etag=ETAG,
     bucket_versioning={"photos": "Enabled"},
 )
-
-
-def update(
-    key: str,
-    version: int,
-    status: int,
-    *,
-    old_tags: dict[str, str] | None,
-    new_tags: dict[str, str] | None,
-    size: int = 1024,
-    transaction_tag: str = TAGGING_TAG,
-    capture: str = "NEW_ROW_AND_OLD_VALUES",
-) -> dict[str, Any]:
-    """The UPDATE record of one tag change, under the given value capture type."""
-    r = row(key, version, status, size=size)
-    new_row = {**r["values"], "user_metadata": None, "tags": new_tags}
-    changed = {"tags": new_tags} if old_tags != new_tags else {}
-    new_values = {
-        "NEW_ROW_AND_OLD_VALUES": new_row,
-        "NEW_ROW": new_row,
-        "NEW_VALUES": changed,
-        "OLD_AND_NEW_VALUES": changed,
-    }[capture]
-    old_values = {"tags": old_tags} if old_tags != new_tags else {}
-    if capture in ("NEW_ROW", "NEW_VALUES"):
-        old_values = {}
-    mod = {"keys": r["keys"], "new_values": new_values, "old_values": old_values}
-    return record("UPDATE", [mod], transaction_tag=transaction_tag, capture=capture)
 
 
 def parsed(records: list[dict[str, Any]]) -> Any:

@@ -31,6 +31,7 @@ from ripple.snapshotter.index.sql import SqlIndex
 from ripple.snapshotter.index.sqlite import SqliteIndex
 from ripple.snapshotter.settings import SnapshotterSettings
 from tests.conftest import ADMIN_URL, fresh_postgres_database, service_missing
+from tests.snapshotter.helpers import entry
 from tests.waiting import wait_for
 
 REDIS_URL = "redis://127.0.0.1:6379/0"
@@ -39,23 +40,6 @@ PASSWORD = "s3cret-pw-9f1c"
 
 BACKENDS = ["sqlite", pytest.param("postgresql", marks=pytest.mark.postgresql), "redis"]
 SQL_BACKENDS = ["sqlite", pytest.param("postgresql", marks=pytest.mark.postgresql)]
-
-
-def entry(
-    writer: str, seq: int, start: int, end: int | None = None, key: str | None = None
-) -> IndexEntry:
-    return IndexEntry(
-        page_key=key or f"{writer}/{start}_{seq}.pb.zst",
-        writer_id=writer,
-        page_sequence=seq,
-        start_time=start,
-        end_time=start if end is None else end,
-        event_count=seq + 1,
-        page_size_bytes=1000 + seq,
-        storage_size_bytes=500 + seq,
-        format="protobuf",
-        compression="zstd",
-    )
 
 
 # --- fixtures -----------------------------------------------------------------------------
@@ -351,7 +335,7 @@ def test_sqlite_is_shared_with_another_process(tmp_path: Path) -> None:
         script = (
             "import sys\n"
             "from ripple.snapshotter.index.sqlite import SqliteIndex\n"
-            "from tests.snapshotter.test_index import entry\n"
+            "from tests.snapshotter.helpers import entry\n"
             "index = SqliteIndex(sys.argv[1])\n"
             "print(index.count())\n"
             "index.replace(index.query('w'), entry('w', 2, 100, 300))\n"
