@@ -24,9 +24,9 @@ from ripple.gateway.data import ObjectData
 from ripple.metabase import LifecycleResult, Metabase, Status, put_bucket_lifecycle
 from ripple.metabase.schema import buckets
 from ripple.metabase.uploads import begin_upload
+from tests.cli.helpers import scrape
 from tests.metabase.steps import World
 from tests.ripple_process import RippleProcess, table_rows
-from tests.test_cli import scrape
 from tests.waiting import wait_for
 
 EXPIRE = {"Rules": [{"ID": "r1", "Status": "Enabled", "Filter": {}, "Expiration": {"Days": 1}}]}

@@ -7,7 +7,6 @@ import re
 import signal
 import subprocess
 import sys
-import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -20,6 +19,7 @@ from ripple.cli import cli
 from ripple.config import MAX_AUTOMATIC_WORKERS, usable_cores
 from ripple.metabase import Metabase, create_project
 from ripple.metabase.migrate import head_revision
+from tests.cli.helpers import scrape
 from tests.conftest import fresh_postgres_database
 from tests.ripple_process import RIPPLE, RippleProcess, environment, table_rows
 
@@ -87,18 +87,6 @@ def test_installed_help() -> None:
 
 
 # --- ripple up ------------------------------------------------------------------------
-
-
-def scrape(url: str) -> dict[str, float]:
-    """The samples a Prometheus endpoint serves: `name{labels}` -> value."""
-    with urllib.request.urlopen(url, timeout=10) as response:
-        text = response.read().decode()
-    samples: dict[str, float] = {}
-    for line in text.splitlines():
-        if line and not line.startswith("#"):
-            name, _, value = line.rpartition(" ")
-            samples[name] = float(value)
-    return samples
 
 
 def test_up_on_sqlite_migrates_runs_the_pipeline_and_stops_on_ctrl_c(tmp_path: Path) -> None:
