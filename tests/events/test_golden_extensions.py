@@ -37,6 +37,7 @@ from ripple.metabase.rename_object import rename_object, rename_prefix
 from ripple.metabase.retention import put_object_retention
 from ripple.targets.hdfs_inotify import inotify_events
 from tests.changestream.conftest import read_all
+from tests.events.golden import s3_record
 from tests.metabase.objects import commit_inline_object
 from tests.metabase.steps import T0, World
 
@@ -97,28 +98,19 @@ def golden(
     principal: str = "",
     **extra: Any,
 ) -> dict[str, Any]:
-    return {
-        "eventVersion": version,
-        "eventSource": "ripple:s3",
-        "awsRegion": "us-east-1",  # none configured
-        "eventTime": event_time(commit_ns),
-        "eventName": name,
-        "userIdentity": {"principalId": principal},
+    return s3_record(
+        eventVersion=version,
+        eventTime=event_time(commit_ns),
+        eventName=name,
+        userIdentity={"principalId": principal},
         # no request made these changes (no transaction tag): the system's name
-        "requestParameters": {"sourceIPAddress": principal or "ripple"},
-        "responseElements": {"x-amz-request-id": "", "x-amz-id-2": ""},
-        "s3": {
-            "s3SchemaVersion": "1.0",
-            "configurationId": "ObjectEvents",
-            "bucket": {
-                "name": bucket,
-                "ownerIdentity": {"principalId": owner},
-                "arn": f"arn:aws:s3:::{bucket}",
-            },
-            "object": obj,
-        },
+        requestParameters={"sourceIPAddress": principal or "ripple"},
+        responseElements={"x-amz-request-id": "", "x-amz-id-2": ""},
+        bucket=bucket,
+        owner=owner,
+        obj=obj,
         **extra,
-    }
+    )
 
 
 def mode(events: list[EventRecord], rename: str) -> list[dict[str, Any]]:

@@ -6,6 +6,7 @@ import json
 from typing import Any
 
 from ripple.events import s3_events, to_json
+from tests.events.golden import NO_REQUEST, s3_record
 from tests.events.records import OWNERS, STREAM_A, STREAM_B, commit, row, tag
 
 
@@ -22,26 +23,13 @@ def test_delete_unversioned() -> None:
     records = commit([row("red flower.jpg", 1, 3, size=1024)], [], transaction_tag=DELETE_TAG)
     assert parsed(records) == {
         "Records": [
-            {
-                "eventVersion": "2.1",
-                "eventSource": "ripple:s3",
-                "awsRegion": "us-east-1",
-                "eventTime": "2026-11-21T10:15:30.123Z",
-                "eventName": "ObjectRemoved:Delete",
-                "userIdentity": {"principalId": "U"},
-                "requestParameters": {"sourceIPAddress": "::1"},
-                "responseElements": {"x-amz-request-id": "REQ-DEL", "x-amz-id-2": "HOST-DEL"},
-                "s3": {
-                    "s3SchemaVersion": "1.0",
-                    "configurationId": "ObjectEvents",
-                    "bucket": {
-                        "name": "photos",
-                        "ownerIdentity": {"principalId": "1PublicProjectIdOfPhotos"},
-                        "arn": "arn:aws:s3:::photos",
-                    },
-                    "object": {"key": "red+flower.jpg", "sequencer": "18EA07F04CD9E11500000000"},
-                },
-            }
+            s3_record(
+                eventName="ObjectRemoved:Delete",
+                userIdentity={"principalId": "U"},
+                requestParameters={"sourceIPAddress": "::1"},
+                responseElements={"x-amz-request-id": "REQ-DEL", "x-amz-id-2": "HOST-DEL"},
+                obj={"key": "red+flower.jpg", "sequencer": "18EA07F04CD9E11500000000"},
+            )
         ]
     }
 
@@ -51,30 +39,15 @@ def test_delete_without_version_in_enabled_bucket_creates_marker() -> None:
     records = commit([], [row("a.txt", 3, 5, stream_id=STREAM_B)], transaction_tag=enabled)
     assert parsed(records) == {
         "Records": [
-            {
-                "eventVersion": "2.1",
-                "eventSource": "ripple:s3",
-                "awsRegion": "us-east-1",
-                "eventTime": "2026-11-21T10:15:30.123Z",
-                "eventName": "ObjectRemoved:DeleteMarkerCreated",
-                "userIdentity": {"principalId": ""},
-                "requestParameters": {"sourceIPAddress": "ripple"},
-                "responseElements": {"x-amz-request-id": "", "x-amz-id-2": ""},
-                "s3": {
-                    "s3SchemaVersion": "1.0",
-                    "configurationId": "ObjectEvents",
-                    "bucket": {
-                        "name": "photos",
-                        "ownerIdentity": {"principalId": "1PublicProjectIdOfPhotos"},
-                        "arn": "arn:aws:s3:::photos",
-                    },
-                    "object": {
-                        "key": "a.txt",
-                        "versionId": "00000000000000030123abcdef014234",
-                        "sequencer": "18EA07F04CD9E11500000000",
-                    },
+            s3_record(
+                eventName="ObjectRemoved:DeleteMarkerCreated",
+                **NO_REQUEST,
+                obj={
+                    "key": "a.txt",
+                    "versionId": "00000000000000030123abcdef014234",
+                    "sequencer": "18EA07F04CD9E11500000000",
                 },
-            }
+            )
         ]
     }
 
@@ -86,30 +59,11 @@ def test_delete_without_version_in_suspended_bucket_is_only_marker_created() -> 
     records = commit([row("a.txt", 2, 3, size=10)], [row("a.txt", 3, 6)], transaction_tag=suspended)
     assert parsed(records) == {
         "Records": [
-            {
-                "eventVersion": "2.1",
-                "eventSource": "ripple:s3",
-                "awsRegion": "us-east-1",
-                "eventTime": "2026-11-21T10:15:30.123Z",
-                "eventName": "ObjectRemoved:DeleteMarkerCreated",
-                "userIdentity": {"principalId": ""},
-                "requestParameters": {"sourceIPAddress": "ripple"},
-                "responseElements": {"x-amz-request-id": "", "x-amz-id-2": ""},
-                "s3": {
-                    "s3SchemaVersion": "1.0",
-                    "configurationId": "ObjectEvents",
-                    "bucket": {
-                        "name": "photos",
-                        "ownerIdentity": {"principalId": "1PublicProjectIdOfPhotos"},
-                        "arn": "arn:aws:s3:::photos",
-                    },
-                    "object": {
-                        "key": "a.txt",
-                        "versionId": "null",
-                        "sequencer": "18EA07F04CD9E11500000000",
-                    },
-                },
-            }
+            s3_record(
+                eventName="ObjectRemoved:DeleteMarkerCreated",
+                **NO_REQUEST,
+                obj={"key": "a.txt", "versionId": "null", "sequencer": "18EA07F04CD9E11500000000"},
+            )
         ]
     }
 
@@ -120,30 +74,15 @@ def test_delete_exact_version_and_delete_marker_in_enabled_bucket() -> None:
         records = commit([row("a.txt", 7, status, size=4)], [], transaction_tag=enabled)
         assert parsed(records) == {
             "Records": [
-                {
-                    "eventVersion": "2.1",
-                    "eventSource": "ripple:s3",
-                    "awsRegion": "us-east-1",
-                    "eventTime": "2026-11-21T10:15:30.123Z",
-                    "eventName": "ObjectRemoved:Delete",
-                    "userIdentity": {"principalId": ""},
-                    "requestParameters": {"sourceIPAddress": "ripple"},
-                    "responseElements": {"x-amz-request-id": "", "x-amz-id-2": ""},
-                    "s3": {
-                        "s3SchemaVersion": "1.0",
-                        "configurationId": "ObjectEvents",
-                        "bucket": {
-                            "name": "photos",
-                            "ownerIdentity": {"principalId": "1PublicProjectIdOfPhotos"},
-                            "arn": "arn:aws:s3:::photos",
-                        },
-                        "object": {
-                            "key": "a.txt",
-                            "versionId": "00000000000000079f1c2a3b4d5e4f60",
-                            "sequencer": "18EA07F04CD9E11500000000",
-                        },
+                s3_record(
+                    eventName="ObjectRemoved:Delete",
+                    **NO_REQUEST,
+                    obj={
+                        "key": "a.txt",
+                        "versionId": "00000000000000079f1c2a3b4d5e4f60",
+                        "sequencer": "18EA07F04CD9E11500000000",
                     },
-                }
+                )
             ]
         }, status
 
@@ -172,26 +111,13 @@ def test_delete_objects_several_keys_and_two_versions_of_one_key() -> None:
     )
 
     def event(name: str, key: str, version_id: str, sequencer: str) -> dict[str, Any]:
-        return {
-            "eventVersion": "2.1",
-            "eventSource": "ripple:s3",
-            "awsRegion": "us-east-1",
-            "eventTime": "2026-11-21T10:15:30.123Z",
-            "eventName": name,
-            "userIdentity": {"principalId": ""},
-            "requestParameters": {"sourceIPAddress": "ripple"},
-            "responseElements": {"x-amz-request-id": "BULK", "x-amz-id-2": ""},
-            "s3": {
-                "s3SchemaVersion": "1.0",
-                "configurationId": "ObjectEvents",
-                "bucket": {
-                    "name": "photos",
-                    "ownerIdentity": {"principalId": "1PublicProjectIdOfPhotos"},
-                    "arn": "arn:aws:s3:::photos",
-                },
-                "object": {"key": key, "versionId": version_id, "sequencer": sequencer},
-            },
-        }
+        return s3_record(
+            eventName=name,
+            userIdentity={"principalId": ""},
+            requestParameters={"sourceIPAddress": "ripple"},
+            responseElements={"x-amz-request-id": "BULK", "x-amz-id-2": ""},
+            obj={"key": key, "versionId": version_id, "sequencer": sequencer},
+        )
 
     assert parsed(records) == {
         "Records": [

@@ -6,6 +6,7 @@ import json
 from typing import Any
 
 from ripple.events import s3_events, to_json
+from tests.events.golden import NO_REQUEST, s3_record
 from tests.events.records import (
     ETAG,
     OWNERS,
@@ -26,38 +27,7 @@ def parsed(records: list[dict[str, Any]]) -> Any:
 def test_put_new_key_unversioned_inline_commit() -> None:
     # An inline commit has no pending row: one INSERT of the committed row.
     records = commit([], [row("red flower.jpg", 1, 3, size=1024)])
-    assert parsed(records) == {
-        "Records": [
-            {
-                "eventVersion": "2.1",
-                "eventSource": "ripple:s3",
-                "awsRegion": "us-east-1",
-                "eventTime": "2026-11-21T10:15:30.123Z",
-                "eventName": "ObjectCreated:Put",
-                "userIdentity": {"principalId": "AKIAUSER1"},
-                "requestParameters": {"sourceIPAddress": "192.0.2.7"},
-                "responseElements": {
-                    "x-amz-request-id": "C3D13FE58DE4C810",
-                    "x-amz-id-2": "FMyUVURIY8/IgAtTv8xRjskZQpcIZ9KG4V5Wp6S7S",
-                },
-                "s3": {
-                    "s3SchemaVersion": "1.0",
-                    "configurationId": "ObjectEvents",
-                    "bucket": {
-                        "name": "photos",
-                        "ownerIdentity": {"principalId": "1PublicProjectIdOfPhotos"},
-                        "arn": "arn:aws:s3:::photos",
-                    },
-                    "object": {
-                        "key": "red+flower.jpg",
-                        "size": 1024,
-                        "eTag": "d41d8cd98f00b204e9800998ecf8427e",
-                        "sequencer": "18EA07F04CD9E11500000000",
-                    },
-                },
-            }
-        ]
-    }
+    assert parsed(records) == {"Records": [s3_record()]}
 
 
 def test_put_overwrite_unversioned_is_one_created_event() -> None:
@@ -68,34 +38,14 @@ def test_put_overwrite_unversioned_is_one_created_event() -> None:
     )
     assert parsed(records) == {
         "Records": [
-            {
-                "eventVersion": "2.1",
-                "eventSource": "ripple:s3",
-                "awsRegion": "us-east-1",
-                "eventTime": "2026-11-21T10:15:30.123Z",
-                "eventName": "ObjectCreated:Put",
-                "userIdentity": {"principalId": "AKIAUSER1"},
-                "requestParameters": {"sourceIPAddress": "192.0.2.7"},
-                "responseElements": {
-                    "x-amz-request-id": "C3D13FE58DE4C810",
-                    "x-amz-id-2": "FMyUVURIY8/IgAtTv8xRjskZQpcIZ9KG4V5Wp6S7S",
-                },
-                "s3": {
-                    "s3SchemaVersion": "1.0",
-                    "configurationId": "ObjectEvents",
-                    "bucket": {
-                        "name": "photos",
-                        "ownerIdentity": {"principalId": "1PublicProjectIdOfPhotos"},
-                        "arn": "arn:aws:s3:::photos",
-                    },
-                    "object": {
-                        "key": "dir/sub+dir/%C3%BC%2B%3D.txt",
-                        "size": 11,
-                        "eTag": "d41d8cd98f00b204e9800998ecf8427e",
-                        "sequencer": "18EA07F04CD9E11500000000",
-                    },
-                },
-            }
+            s3_record(
+                obj={
+                    "key": "dir/sub+dir/%C3%BC%2B%3D.txt",
+                    "size": 11,
+                    "eTag": "d41d8cd98f00b204e9800998ecf8427e",
+                    "sequencer": "18EA07F04CD9E11500000000",
+                }
+            )
         ]
     }
 
@@ -109,32 +59,16 @@ def test_put_versioning_enabled_has_the_version_id() -> None:
     )
     assert parsed(records) == {
         "Records": [
-            {
-                "eventVersion": "2.1",
-                "eventSource": "ripple:s3",
-                "awsRegion": "us-east-1",
-                "eventTime": "2026-11-21T10:15:30.123Z",
-                "eventName": "ObjectCreated:Put",
-                "userIdentity": {"principalId": ""},
-                "requestParameters": {"sourceIPAddress": "ripple"},
-                "responseElements": {"x-amz-request-id": "", "x-amz-id-2": ""},
-                "s3": {
-                    "s3SchemaVersion": "1.0",
-                    "configurationId": "ObjectEvents",
-                    "bucket": {
-                        "name": "photos",
-                        "ownerIdentity": {"principalId": "1PublicProjectIdOfPhotos"},
-                        "arn": "arn:aws:s3:::photos",
-                    },
-                    "object": {
-                        "key": "a.txt",
-                        "size": 5,
-                        "eTag": "d41d8cd98f00b204e9800998ecf8427e",
-                        "versionId": "00000000000000030123abcdef014234",
-                        "sequencer": "18EA07F04CD9E11500000000",
-                    },
+            s3_record(
+                **NO_REQUEST,
+                obj={
+                    "key": "a.txt",
+                    "size": 5,
+                    "eTag": "d41d8cd98f00b204e9800998ecf8427e",
+                    "versionId": "00000000000000030123abcdef014234",
+                    "sequencer": "18EA07F04CD9E11500000000",
                 },
-            }
+            )
         ]
     }
 
@@ -149,32 +83,16 @@ def test_put_versioning_suspended_replaces_null_version() -> None:
         )
         assert parsed(records) == {
             "Records": [
-                {
-                    "eventVersion": "2.1",
-                    "eventSource": "ripple:s3",
-                    "awsRegion": "us-east-1",
-                    "eventTime": "2026-11-21T10:15:30.123Z",
-                    "eventName": "ObjectCreated:Put",
-                    "userIdentity": {"principalId": ""},
-                    "requestParameters": {"sourceIPAddress": "ripple"},
-                    "responseElements": {"x-amz-request-id": "", "x-amz-id-2": ""},
-                    "s3": {
-                        "s3SchemaVersion": "1.0",
-                        "configurationId": "ObjectEvents",
-                        "bucket": {
-                            "name": "photos",
-                            "ownerIdentity": {"principalId": "1PublicProjectIdOfPhotos"},
-                            "arn": "arn:aws:s3:::photos",
-                        },
-                        "object": {
-                            "key": "a.txt",
-                            "size": 9,
-                            "eTag": "d41d8cd98f00b204e9800998ecf8427e",
-                            "versionId": "null",
-                            "sequencer": "18EA07F04CD9E11500000000",
-                        },
+                s3_record(
+                    **NO_REQUEST,
+                    obj={
+                        "key": "a.txt",
+                        "size": 9,
+                        "eTag": "d41d8cd98f00b204e9800998ecf8427e",
+                        "versionId": "null",
+                        "sequencer": "18EA07F04CD9E11500000000",
                     },
-                }
+                )
             ]
         }, old_null_status
 
@@ -192,32 +110,19 @@ def test_copy_into_enabled_bucket() -> None:
     records = commit([], [row("copy of a", 1, 4, size=1, stream_id=STREAM_A)], transaction_tag=copy)
     assert parsed(records) == {
         "Records": [
-            {
-                "eventVersion": "2.1",
-                "eventSource": "ripple:s3",
-                "awsRegion": "us-east-1",
-                "eventTime": "2026-11-21T10:15:30.123Z",
-                "eventName": "ObjectCreated:Copy",
-                "userIdentity": {"principalId": "P2"},
-                "requestParameters": {"sourceIPAddress": "2001:db8::1"},
-                "responseElements": {"x-amz-request-id": "R2", "x-amz-id-2": "H2"},
-                "s3": {
-                    "s3SchemaVersion": "1.0",
-                    "configurationId": "ObjectEvents",
-                    "bucket": {
-                        "name": "photos",
-                        "ownerIdentity": {"principalId": "1PublicProjectIdOfPhotos"},
-                        "arn": "arn:aws:s3:::photos",
-                    },
-                    "object": {
-                        "key": "copy+of+a",
-                        "size": 1,
-                        "eTag": "0cc175b9c0f1b6a831c399e269772661",
-                        "versionId": "00000000000000019f1c2a3b4d5e4f60",
-                        "sequencer": "18EA07F04CD9E11500000000",
-                    },
+            s3_record(
+                eventName="ObjectCreated:Copy",
+                userIdentity={"principalId": "P2"},
+                requestParameters={"sourceIPAddress": "2001:db8::1"},
+                responseElements={"x-amz-request-id": "R2", "x-amz-id-2": "H2"},
+                obj={
+                    "key": "copy+of+a",
+                    "size": 1,
+                    "eTag": "0cc175b9c0f1b6a831c399e269772661",
+                    "versionId": "00000000000000019f1c2a3b4d5e4f60",
+                    "sequencer": "18EA07F04CD9E11500000000",
                 },
-            }
+            )
         ]
     }
 
@@ -234,31 +139,16 @@ def test_complete_multipart_upload_and_post_unversioned() -> None:
         )
         assert parsed(records) == {
             "Records": [
-                {
-                    "eventVersion": "2.1",
-                    "eventSource": "ripple:s3",
-                    "awsRegion": "us-east-1",
-                    "eventTime": "2026-11-21T10:15:30.123Z",
-                    "eventName": name,
-                    "userIdentity": {"principalId": ""},
-                    "requestParameters": {"sourceIPAddress": "ripple"},
-                    "responseElements": {"x-amz-request-id": "", "x-amz-id-2": ""},
-                    "s3": {
-                        "s3SchemaVersion": "1.0",
-                        "configurationId": "ObjectEvents",
-                        "bucket": {
-                            "name": "photos",
-                            "ownerIdentity": {"principalId": "1PublicProjectIdOfPhotos"},
-                            "arn": "arn:aws:s3:::photos",
-                        },
-                        "object": {
-                            "key": "big.bin",
-                            "size": 5368709120,
-                            "eTag": "abc-3",
-                            "sequencer": "18EA07F04CD9E11500000000",
-                        },
+                s3_record(
+                    eventName=name,
+                    **NO_REQUEST,
+                    obj={
+                        "key": "big.bin",
+                        "size": 5368709120,
+                        "eTag": "abc-3",
+                        "sequencer": "18EA07F04CD9E11500000000",
                     },
-                }
+                )
             ]
         }, operation
 

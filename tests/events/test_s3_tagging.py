@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 
 from ripple.events import OBJECT_TAGGING_DELETE, OBJECT_TAGGING_PUT, s3_events, to_json
+from tests.events.golden import s3_record
 from tests.events.records import ETAG, OWNERS, STREAM_A, commit, record, row, tag, update
 
 VERSIONED_TAGGING_TAG = tag(
@@ -29,33 +30,13 @@ def parsed(records: list[dict[str, Any]]) -> Any:
 
 
 def golden(name: str, obj: dict[str, Any]) -> dict[str, Any]:
-    return {
-        "Records": [
-            {
-                "eventVersion": "2.3",
-                "eventSource": "ripple:s3",
-                "awsRegion": "us-east-1",
-                "eventTime": "2026-11-21T10:15:30.123Z",
-                "eventName": name,
-                "userIdentity": {"principalId": "AKIAUSER1"},
-                "requestParameters": {"sourceIPAddress": "192.0.2.7"},
-                "responseElements": {
-                    "x-amz-request-id": "7A1B2C3D4E5F6071",
-                    "x-amz-id-2": "h0st1d/tagging",
-                },
-                "s3": {
-                    "s3SchemaVersion": "1.0",
-                    "configurationId": "ObjectEvents",
-                    "bucket": {
-                        "name": "photos",
-                        "ownerIdentity": {"principalId": "1PublicProjectIdOfPhotos"},
-                        "arn": "arn:aws:s3:::photos",
-                    },
-                    "object": obj,
-                },
-            }
-        ]
-    }
+    record = s3_record(
+        eventVersion="2.3",
+        eventName=name,
+        responseElements={"x-amz-request-id": "7A1B2C3D4E5F6071", "x-amz-id-2": "h0st1d/tagging"},
+        obj=obj,
+    )
+    return {"Records": [record]}
 
 
 def test_put_tagging_unversioned() -> None:

@@ -57,6 +57,7 @@ from ripple.targets.pubsub import PubSubTarget
 from ripple.targets.retry import RetryPolicy
 from ripple.targets.subscription import SubscriptionTarget
 from ripple.targets.webhook import WebhookConfig, WebhookTarget
+from tests.events.golden import s3_record
 from tests.metabase.objects import commit_inline_object
 from tests.pipeline.conftest import RunningPipeline, running_pipeline, wait_for
 from tests.targets.pubsub_fake import FakePublisher
@@ -326,26 +327,16 @@ def test_writes_reach_a_webhook_pubsub_and_a_pull_subscription_as_exact_s3_event
         if version_id is not None:
             obj["versionId"] = version_id
         obj["sequencer"] = sequencer(T0 + timedelta(seconds=n), index)
-        return {
-            "eventVersion": "2.1",
-            "eventSource": "ripple:s3",  # DESIGN.md: configurable, default ripple:s3
-            "awsRegion": "us-east-1",  # no region configured: S3's name for none
-            "eventTime": f"2026-11-21T10:15:{30 + n}.123Z",
-            "eventName": name,
-            "userIdentity": {"principalId": "alice"},
-            "requestParameters": {"sourceIPAddress": "127.0.0.1"},
-            "responseElements": {"x-amz-request-id": f"REQ{n:04d}", "x-amz-id-2": f"host-id-{n}"},
-            "s3": {
-                "s3SchemaVersion": "1.0",
-                "configurationId": "ObjectEvents",
-                "bucket": {
-                    "name": bucket,
-                    "ownerIdentity": {"principalId": owner},
-                    "arn": f"arn:aws:s3:::{bucket}",
-                },
-                "object": obj,
-            },
-        }
+        return s3_record(
+            eventTime=f"2026-11-21T10:15:{30 + n}.123Z",
+            eventName=name,
+            userIdentity={"principalId": "alice"},
+            requestParameters={"sourceIPAddress": "127.0.0.1"},
+            responseElements={"x-amz-request-id": f"REQ{n:04d}", "x-amz-id-2": f"host-id-{n}"},
+            bucket=bucket,
+            owner=owner,
+            obj=obj,
+        )
 
     put_ = "ObjectCreated:Put"
     delete_ = "ObjectRemoved:Delete"

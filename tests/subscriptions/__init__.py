@@ -6,6 +6,7 @@ from typing import Any
 
 from ripple.events import encode_key
 from ripple.targets.base import Delivery
+from tests.events.golden import s3_record
 
 TOPIC = "projects/my-team/topics/events"
 OTHER_TOPIC = "projects/my-team/topics/audit"
@@ -32,29 +33,7 @@ def s3_event(
     if version_id is not None:
         obj["versionId"] = version_id
     obj["sequencer"] = sequencer
-    return {
-        "eventVersion": "2.1",
-        "eventSource": "ripple:s3",
-        "awsRegion": "us-east-1",
-        "eventTime": time,
-        "eventName": name,
-        "userIdentity": {"principalId": "AKIAUSER1"},
-        "requestParameters": {"sourceIPAddress": "192.0.2.7"},
-        "responseElements": {
-            "x-amz-request-id": "C3D13FE58DE4C810",
-            "x-amz-id-2": "FMyUVURIY8/IgAtTv8xRjskZQpcIZ9KG4V5Wp6S7S",
-        },
-        "s3": {
-            "s3SchemaVersion": "1.0",
-            "configurationId": "ObjectEvents",
-            "bucket": {
-                "name": bucket,
-                "ownerIdentity": {"principalId": OWNER},
-                "arn": f"arn:aws:s3:::{bucket}",
-            },
-            "object": obj,
-        },
-    }
+    return s3_record(eventTime=time, eventName=name, bucket=bucket, owner=OWNER, obj=obj)
 
 
 def delivery(event: dict[str, Any], event_id: str, batch_id: int = 7) -> Delivery:

@@ -17,6 +17,7 @@ import pytest
 
 from ripple.targets.base import Delivery
 from ripple.targets.guard import DestinationGuard, set_default_guard
+from tests.events.golden import s3_record
 from tests.targets.webhook_server import HookServer
 
 BUCKET = "photos"
@@ -50,31 +51,20 @@ def event_record(
     event_name: str = "ObjectCreated:Put",
 ) -> dict[str, Any]:
     """One S3 event record as ripple emits it; `n` shifts the sequencer and the time."""
-    return {
-        "eventVersion": "2.1",
-        "eventSource": "ripple:s3",
-        "awsRegion": "us-east-1",
-        "eventTime": f"2026-11-21T10:15:{30 + n % 30:02d}.123Z",
-        "eventName": event_name,
-        "userIdentity": {"principalId": "1PublicProjectIdOfPhotos"},
-        "requestParameters": {"sourceIPAddress": "127.0.0.1"},
-        "responseElements": {"x-amz-request-id": f"req-{n}", "x-amz-id-2": "ripple"},
-        "s3": {
-            "s3SchemaVersion": "1.0",
-            "configurationId": "ObjectEvents",
-            "bucket": {
-                "name": bucket,
-                "ownerIdentity": {"principalId": "1PublicProjectIdOfPhotos"},
-                "arn": f"arn:aws:s3:::{bucket}",
-            },
-            "object": {
-                "key": key,
-                "size": size,
-                "eTag": hashlib.md5(f"{key}-{n}".encode()).hexdigest(),
-                "sequencer": f"{SEQUENCER_BASE + n:016X}",
-            },
+    return s3_record(
+        eventTime=f"2026-11-21T10:15:{30 + n % 30:02d}.123Z",
+        eventName=event_name,
+        userIdentity={"principalId": "1PublicProjectIdOfPhotos"},
+        requestParameters={"sourceIPAddress": "127.0.0.1"},
+        responseElements={"x-amz-request-id": f"req-{n}", "x-amz-id-2": "ripple"},
+        bucket=bucket,
+        obj={
+            "key": key,
+            "size": size,
+            "eTag": hashlib.md5(f"{key}-{n}".encode()).hexdigest(),
+            "sequencer": f"{SEQUENCER_BASE + n:016X}",
         },
-    }
+    )
 
 
 def delivery(key: str = "2026/cat.jpg", *, n: int = 0, **fields: Any) -> Delivery:
