@@ -56,10 +56,11 @@ class Endpoint:
     url: str
     access_key: str
     secret: str
+    ca_file: Path | None = None  # HTTPS: the authority that signed the gateway's certificate
 
     @property
     def hostport(self) -> str:
-        return self.url.removeprefix("http://")
+        return self.url.removeprefix("http://").removeprefix("https://")
 
 
 @pytest.fixture
@@ -174,7 +175,10 @@ def aws_client(endpoint: Endpoint, home: Path) -> Client:
         AWS_DEFAULT_REGION="us-east-1",
         AWS_EC2_METADATA_DISABLED="true",
     )
-    return Client([program("aws"), "--endpoint-url", endpoint.url], env, home)
+    argv = [program("aws"), "--endpoint-url", endpoint.url]
+    if endpoint.ca_file is not None:
+        argv += ["--ca-bundle", str(endpoint.ca_file)]
+    return Client(argv, env, home)
 
 
 def rclone_client(endpoint: Endpoint, home: Path) -> Client:
@@ -205,6 +209,8 @@ def rclone_client(endpoint: Endpoint, home: Path) -> Client:
         "--low-level-retries",
         "1",
     ]
+    if endpoint.ca_file is not None:
+        argv += ["--ca-cert", str(endpoint.ca_file)]
     return Client(argv, client_environment(home), home)
 
 
@@ -219,7 +225,9 @@ def s3cmd_client(endpoint: Endpoint, home: Path) -> Client:
         f"host_base = {endpoint.hostport}\n"
         f"host_bucket = {endpoint.hostport}\n"
         "bucket_location = us-east-1\n"
-        "use_https = False\n"
+        f"use_https = {endpoint.ca_file is not None}\n"
+        f"ca_certs_file = {endpoint.ca_file or ''}\n"
+        "check_ssl_certificate = True\n"
         "signature_v2 = False\n"
         "proxy_host =\n"
         "proxy_port = 0\n"

@@ -12,7 +12,7 @@ from rich.table import Table
 from ripple.cli.common import console, migrate, open_metabase, safe_url, settings_of
 from ripple.config import Settings
 from ripple.gateway.processes import GatewayProcesses
-from ripple.gateway.server import Gateway, GatewayError, bind, build_services
+from ripple.gateway.server import Gateway, GatewayError, bind, build_services, certificate
 from ripple.notifications import Registry
 
 
@@ -39,6 +39,8 @@ def serve(ctx: click.Context, address: str | None, workers: int | None) -> None:
     `ripple user create NAME`; path-style addressing always works, and virtual-hosted-style
     (BUCKET.DOMAIN) when s3.domain (RIPPLE_S3_DOMAIN) is set. Object data is kept under
     the data directory. Health: /_ripple/health; Prometheus metrics: /_ripple/metrics.
+    With s3.tls-cert and s3.tls-key (RIPPLE_S3_TLS_CERT, RIPPLE_S3_TLS_KEY) it serves
+    HTTPS; SIGHUP to this process reloads the certificate.
     """
     settings = settings_of(ctx)
     settings.data_dir.mkdir(parents=True, exist_ok=True)
@@ -52,7 +54,7 @@ def serve(ctx: click.Context, address: str | None, workers: int | None) -> None:
             db.dispose()  # each process opens its own
             serve_in_processes(settings, GatewayProcesses(settings, sock, workers), safe_url(db))
             return
-        gateway = Gateway(build_services(settings, db, registry), sock)
+        gateway = Gateway(build_services(settings, db, registry), sock, tls=certificate(settings))
     except GatewayError as e:
         db.dispose()
         raise click.ClickException(str(e)) from e
@@ -88,10 +90,12 @@ def serve_in_processes(settings: Settings, processes: GatewayProcesses, metabase
         stop = True
 
     previous = signal.signal(signal.SIGTERM, stopping)
+    hangup = signal.signal(signal.SIGHUP, lambda _signum, _frame: processes.reload())
     try:
         processes.start()
     except GatewayError as e:
         signal.signal(signal.SIGTERM, previous)
+        signal.signal(signal.SIGHUP, hangup)
         raise click.ClickException(str(e)) from e
     try:
         print_table(settings, processes.url, metabase, processes.workers)
@@ -102,4 +106,5 @@ def serve_in_processes(settings: Settings, processes: GatewayProcesses, metabase
     finally:
         processes.stop()
         signal.signal(signal.SIGTERM, previous)
+        signal.signal(signal.SIGHUP, hangup)
     console.print("gateway stopped", highlight=False)

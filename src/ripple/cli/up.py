@@ -4,6 +4,8 @@ Ctrl-C."""
 
 from __future__ import annotations
 
+import signal
+
 import click
 import sqlalchemy as sa
 from rich.table import Table
@@ -33,7 +35,8 @@ def up(ctx: click.Context) -> None:
     processes of their own (RIPPLE_S3_WORKERS, by default one per core) and runs the eventing
     pipeline in this one. Make S3 credentials with `ripple user create NAME`. Prometheus
     metrics are served on metrics.address (RIPPLE_METRICS_ADDRESS), 127.0.0.1:9464 by
-    default.
+    default. With s3.tls-cert and s3.tls-key the S3 API is HTTPS; SIGHUP to this process
+    reloads the certificate.
     """
     settings = settings_of(ctx)
     settings.data_dir.mkdir(parents=True, exist_ok=True)
@@ -56,6 +59,8 @@ def up(ctx: click.Context) -> None:
         workers = settings.gateway_workers(default=0)  # one per core unless set
         gateway = GatewayProcesses(settings, bind(settings.s3_address), workers)
         gateway.start()  # stops what it started if it cannot
+        # a rotated certificate: `kill -HUP` this process, which passes it on to the gateway's
+        signal.signal(signal.SIGHUP, lambda _signum, _frame: gateway.reload())
     except GatewayError as e:
         db.dispose()
         raise click.ClickException(str(e)) from e

@@ -65,6 +65,7 @@ def load_settings(
             values[row.attribute] = row.parse(file.values[row.key], file.where)
     settings = Settings(**values)
     settings.snapshotters  # noqa: B018 - checks every [snapshotters.NAME] table
+    settings.s3_tls  # noqa: B018 - checks that s3.tls-cert and s3.tls-key come together
     return settings
 
 

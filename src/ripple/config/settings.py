@@ -89,6 +89,23 @@ class Settings:
         "",
         "virtual-hosted-style addressing: requests to `BUCKET.<domain>` address that bucket",
     )
+    s3_tls_cert: str = setting(
+        "s3.tls-cert",
+        "RIPPLE_S3_TLS_CERT",
+        Text(),
+        "",
+        "serve S3 over HTTPS with this PEM certificate, its chain after it (with "
+        "`s3.tls-key`); reloaded on SIGHUP",
+        default_is="none: plain HTTP",
+    )
+    s3_tls_key: str = setting(
+        "s3.tls-key",
+        "RIPPLE_S3_TLS_KEY",
+        Text(),
+        "",
+        "the PEM private key of `s3.tls-cert`",
+        default_is="none: plain HTTP",
+    )
     delete_rate: float = setting(
         "s3.delete-rate",
         "RIPPLE_S3_DELETE_RATE",
@@ -258,6 +275,21 @@ class Settings:
         `MAX_AUTOMATIC_WORKERS`."""
         workers = self.s3_workers or default
         return workers or min(usable_cores(), MAX_AUTOMATIC_WORKERS)
+
+    @property
+    def s3_tls(self) -> tuple[Path, Path] | None:
+        """The certificate and key files the gateway serves HTTPS with, or None for plain
+        HTTP; `ConfigError` when only one of the two is set."""
+        cert, key = self.s3_tls_cert, self.s3_tls_key
+        if bool(cert) != bool(key):
+            given, missing = (
+                ("s3.tls-cert", "s3.tls-key") if cert else ("s3.tls-key", "s3.tls-cert")
+            )
+            raise ConfigError(
+                f"{given} is set but {missing} is not: HTTPS needs both (RIPPLE_S3_TLS_CERT, "
+                "RIPPLE_S3_TLS_KEY)"
+            )
+        return (Path(cert), Path(key)) if cert else None
 
     @property
     def effective_region(self) -> str:

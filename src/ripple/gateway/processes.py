@@ -32,7 +32,7 @@ from multiprocessing.context import SpawnProcess
 from typing import Any
 
 from ripple.config import Settings
-from ripple.gateway.server import Gateway, GatewayError, build_services, url_of
+from ripple.gateway.server import Gateway, GatewayError, build_services, certificate, url_of
 from ripple.metabase import Metabase
 from ripple.notifications.registry import Registry
 
@@ -65,7 +65,7 @@ def serve_process(settings: Settings, sock: socket.socket, report: Connection) -
     try:
         registry = Registry(settings.eventing_buckets)  # kept current by the gateway
         db = Metabase(settings.effective_database_url, eventing=registry.is_eventing)
-        gateway = Gateway(build_services(settings, db, registry), sock)
+        gateway = Gateway(build_services(settings, db, registry), sock, tls=certificate(settings))
     except Exception as e:
         report.send(("failed", _one_line(e)))
         raise SystemExit(3) from None
@@ -115,7 +115,8 @@ class GatewayProcesses:
         self.settings = settings
         self.socket = sock
         self.workers = workers
-        self.url = url_of(sock)
+        tls = certificate(settings)  # a certificate that cannot be served stops the start here
+        self.url = url_of(sock, tls=tls is not None)
         self.processes: list[_Process] = []
         self.restarts = 0
         self._stopping = threading.Event()
@@ -211,6 +212,13 @@ class GatewayProcesses:
             return any(
                 p.process.exitcode is None or _crashed(p.process.exitcode) for p in self.processes
             )
+
+    def reload(self) -> None:
+        """Have every serving process read its TLS certificate again (SIGHUP)."""
+        with self._lock:
+            for running in self.processes:
+                if running.process.exitcode is None and running.process.pid is not None:
+                    os.kill(running.process.pid, signal.SIGHUP)
 
     def pids(self) -> list[int]:
         with self._lock:

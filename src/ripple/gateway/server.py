@@ -4,6 +4,7 @@ configured address, in the foreground (`ripple serve`) or on a thread beside the
 
 from __future__ import annotations
 
+import signal
 import socket
 import threading
 
@@ -15,6 +16,7 @@ from ripple.gateway.data import ObjectData
 from ripple.gateway.protocol import HttpLimits, protocol_class
 from ripple.gateway.ratelimit import RateLimit
 from ripple.gateway.request import Services
+from ripple.gateway.tls import Certificate, TlsError
 from ripple.identity import Keyring
 from ripple.metabase import Metabase
 from ripple.notifications.registry import Registry
@@ -23,7 +25,8 @@ from ripple.targets.guard import set_default_guard
 
 
 class GatewayError(Exception):
-    """The gateway cannot start: a bad address, or the port is taken."""
+    """The gateway cannot start: a bad address, the port is taken, a certificate that
+    cannot be served."""
 
 
 def parse_address(address: str) -> tuple[str, int]:
@@ -76,22 +79,39 @@ def bind(address: str) -> socket.socket:
     return sock
 
 
-def url_of(sock: socket.socket) -> str:
-    """The http:// URL a bound socket serves at."""
+def url_of(sock: socket.socket, *, tls: bool = False) -> str:
+    """The http:// (with `tls`, https://) URL a bound socket serves at."""
     host, port = sock.getsockname()[:2]
-    return f"http://[{host}]:{port}" if ":" in host else f"http://{host}:{port}"
+    scheme = "https" if tls else "http"
+    return f"{scheme}://[{host}]:{port}" if ":" in host else f"{scheme}://{host}:{port}"
+
+
+def certificate(settings: Settings) -> Certificate | None:
+    """The certificate `s3.tls-cert` and `s3.tls-key` name, loaded; None for plain HTTP;
+    `GatewayError` with the reason it cannot be served."""
+    try:
+        files = settings.s3_tls
+        return None if files is None else Certificate(*files)
+    except (TlsError, ValueError) as e:
+        raise GatewayError(str(e)) from e
 
 
 class Gateway:
     """A uvicorn server for the gateway app on an already bound socket; `limits`: what a
-    connection may take (timeouts, header sizes), `ripple.gateway.protocol`."""
+    connection may take (timeouts, header sizes), `ripple.gateway.protocol`; with `tls`,
+    HTTPS with that certificate, reloaded on SIGHUP when served in the foreground (`run`)."""
 
     def __init__(
-        self, services: Services, sock: socket.socket, limits: HttpLimits | None = None
+        self,
+        services: Services,
+        sock: socket.socket,
+        limits: HttpLimits | None = None,
+        tls: Certificate | None = None,
     ) -> None:
         self.services = services
         self.socket = sock
-        self.url = url_of(sock)
+        self.tls = tls
+        self.url = url_of(sock, tls=tls is not None)
         app = create_app(services)
         config = uvicorn.Config(
             app,
@@ -103,12 +123,17 @@ class Gateway:
             access_log=False,
             lifespan="off",
             timeout_graceful_shutdown=5,
+            ssl_context_factory=None if tls is None else lambda _config, _default: tls.context,
         )
         self.server = uvicorn.Server(config)
         self._thread: threading.Thread | None = None
 
     def run(self) -> None:
-        """Serve until SIGINT or SIGTERM (uvicorn's handlers, on the main thread)."""
+        """Serve until SIGINT or SIGTERM (uvicorn's handlers, on the main thread); SIGHUP
+        reloads the certificate."""
+        tls = self.tls
+        if tls is not None:
+            signal.signal(signal.SIGHUP, lambda _signum, _frame: tls.reload())
         self.services.watcher.start()
         try:
             self.server.run(sockets=[self.socket])

@@ -1,0 +1,226 @@
+"""The gateway over HTTPS: boto3 and presigned URLs with the test's own certificate
+authority, a client that trusts another one refused at the handshake, TLS 1.1 refused, a
+certificate rotated on disk served to the next connection after SIGHUP (in one process and
+across `ripple serve --workers 2`), and settings that name one file of the two refused."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import ssl
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import boto3
+import botocore.exceptions
+import httpx
+import pytest
+import trustme
+from botocore.config import Config
+from cryptography import x509
+
+from ripple.config import ConfigError, load_settings
+from ripple.gateway.request import Services
+from ripple.gateway.server import Gateway, GatewayError, bind, certificate
+from ripple.gateway.tls import Certificate
+from ripple.identity import create_user
+from tests.ports import free_port
+from tests.ripple_process import RippleProcess, table_rows
+from tests.waiting import wait_for
+
+HOSTS = ("127.0.0.1", "localhost")
+
+
+def issue(ca: trustme.CA, directory: Path, name: str = "server") -> tuple[Path, Path]:
+    """A certificate for HOSTS from `ca`, its chain after it, and its key, as PEM files."""
+    leaf = ca.issue_cert(*HOSTS)
+    cert, key = directory / f"{name}.pem", directory / f"{name}.key"
+    leaf.private_key_pem.write_to_path(str(key))
+    cert.write_bytes(b"".join(blob.bytes() for blob in leaf.cert_chain_pems))
+    return cert, key
+
+
+def trusting(ca_file: Path) -> ssl.SSLContext:
+    return ssl.create_default_context(cafile=str(ca_file))
+
+
+def served_serial(port: int, ca_file: Path) -> int:
+    """The serial number of the certificate a new connection to `port` is shown."""
+    context = trusting(ca_file)
+    with (
+        socket.create_connection(("127.0.0.1", port), timeout=10) as raw,
+        context.wrap_socket(raw, server_hostname="127.0.0.1") as tls,
+    ):
+        der = tls.getpeercert(binary_form=True)
+    assert der is not None
+    return x509.load_der_x509_certificate(der).serial_number
+
+
+def serial_of(cert: Path) -> int:
+    return x509.load_pem_x509_certificate(cert.read_bytes()).serial_number
+
+
+@pytest.fixture
+def ca(tmp_path: Path) -> tuple[trustme.CA, Path]:
+    authority = trustme.CA()
+    ca_file = tmp_path / "ca.pem"
+    authority.cert_pem.write_to_path(str(ca_file))
+    return authority, ca_file
+
+
+@pytest.fixture
+def https(services: Services, tmp_path: Path, ca: tuple[trustme.CA, Path]) -> Iterator[Any]:
+    authority, _ = ca
+    cert, key = issue(authority, tmp_path)
+    tls = Certificate(cert, key)
+    gateway = Gateway(services, bind("127.0.0.1:0"), tls=tls)
+    gateway.start()
+    wait_for(lambda: gateway.started, what="the gateway to start")
+    try:
+        yield gateway
+    finally:
+        gateway.stop()
+
+
+def client(url: str, key: str, secret: str, verify: Any) -> Any:
+    return boto3.client(
+        "s3",
+        endpoint_url=url,
+        region_name="us-east-1",
+        aws_access_key_id=key,
+        aws_secret_access_key=secret,
+        verify=verify,
+        config=Config(
+            s3={"addressing_style": "path"},
+            retries={"max_attempts": 1},
+            signature_version="s3v4",
+        ),
+    )
+
+
+def test_boto3_and_presigned_urls_over_https(
+    https: Gateway, services: Services, tmp_path: Path, ca: tuple[trustme.CA, Path]
+) -> None:
+    _, ca_file = ca
+    assert https.url.startswith("https://127.0.0.1:")
+    _, key, secret = create_user(services.db, tmp_path, "alice")
+    s3 = client(https.url, key.access_key_id, secret, str(ca_file))
+    s3.create_bucket(Bucket="photos")
+    body = os.urandom(300_000)  # past the inline limit: a file, written through TLS
+    s3.put_object(Bucket="photos", Key="a.bin", Body=body)
+    assert s3.get_object(Bucket="photos", Key="a.bin")["Body"].read() == body
+    url = s3.generate_presigned_url(
+        "get_object", Params={"Bucket": "photos", "Key": "a.bin"}, ExpiresIn=60
+    )
+    assert url.startswith("https://")
+    assert httpx.get(url, verify=trusting(ca_file)).content == body
+    put = s3.generate_presigned_url(
+        "put_object", Params={"Bucket": "photos", "Key": "b.txt"}, ExpiresIn=60
+    )
+    assert httpx.put(put, content=b"presigned", verify=trusting(ca_file)).status_code == 200
+    assert s3.get_object(Bucket="photos", Key="b.txt")["Body"].read() == b"presigned"
+
+
+def test_a_client_that_trusts_another_authority_is_refused(
+    https: Gateway, services: Services, tmp_path: Path
+) -> None:
+    other = tmp_path / "other-ca.pem"
+    trustme.CA().cert_pem.write_to_path(str(other))
+    _, key, secret = create_user(services.db, tmp_path, "alice")
+    s3 = client(https.url, key.access_key_id, secret, str(other))
+    with pytest.raises(botocore.exceptions.SSLError):
+        s3.list_buckets()
+    with pytest.raises(httpx.RemoteProtocolError):  # plain HTTP on the HTTPS port: no answer
+        httpx.get(https.url.replace("https://", "http://") + "/_ripple/health", timeout=5)
+
+
+@pytest.mark.filterwarnings("ignore:ssl.TLSVersion.TLSv1:DeprecationWarning")
+def test_tls_1_1_is_refused(https: Gateway, ca: tuple[trustme.CA, Path]) -> None:
+    _, ca_file = ca
+    port = https.socket.getsockname()[1]
+    context = ssl.create_default_context(cafile=str(ca_file))
+    context.minimum_version = ssl.TLSVersion.TLSv1
+    context.maximum_version = ssl.TLSVersion.TLSv1_1
+    with (
+        socket.create_connection(("127.0.0.1", port), timeout=10) as raw,
+        pytest.raises(ssl.SSLError),
+    ):
+        context.wrap_socket(raw, server_hostname="127.0.0.1").close()
+
+
+def test_a_rotated_certificate_reaches_the_next_connection(
+    https: Gateway, tmp_path: Path, ca: tuple[trustme.CA, Path]
+) -> None:
+    authority, ca_file = ca
+    port = https.socket.getsockname()[1]
+    tls = https.tls
+    assert tls is not None
+    first = serial_of(tls.cert)
+    assert served_serial(port, ca_file) == first
+    with httpx.Client(verify=trusting(ca_file)) as kept:  # a connection open across the reload
+        assert kept.get(f"{https.url}/_ripple/health").text == "ok\n"
+        new_cert, new_key = issue(authority, tmp_path, "rotated")
+        os.replace(new_cert, tls.cert)
+        os.replace(new_key, tls.key)
+        assert tls.reload()
+        assert served_serial(port, ca_file) == serial_of(tls.cert) != first
+        assert kept.get(f"{https.url}/_ripple/health").text == "ok\n"
+
+
+def test_a_broken_certificate_on_reload_keeps_the_one_served(
+    https: Gateway, ca: tuple[trustme.CA, Path]
+) -> None:
+    _, ca_file = ca
+    port = https.socket.getsockname()[1]
+    tls = https.tls
+    assert tls is not None
+    served = serial_of(tls.cert)
+    tls.key.write_text("not a key\n")
+    assert not tls.reload()
+    assert served_serial(port, ca_file) == served
+
+
+def test_one_file_of_two_is_refused(tmp_path: Path, ca: tuple[trustme.CA, Path]) -> None:
+    cert, key = issue(ca[0], tmp_path)
+    with pytest.raises(ConfigError, match=r"^s3\.tls-cert is set but s3\.tls-key is not"):
+        load_settings(environ={"RIPPLE_S3_TLS_CERT": str(cert)})
+    with pytest.raises(ConfigError, match=r"^s3\.tls-key is set but s3\.tls-cert is not"):
+        load_settings(environ={"RIPPLE_S3_TLS_KEY": str(key)})
+    settings = load_settings(
+        environ={"RIPPLE_S3_TLS_CERT": str(cert), "RIPPLE_S3_TLS_KEY": str(tmp_path / "gone")}
+    )
+    with pytest.raises(GatewayError, match=r"^s3\.tls-key '.*gone' is not a readable file$"):
+        certificate(settings)
+    settings = load_settings(
+        environ={"RIPPLE_S3_TLS_CERT": str(key), "RIPPLE_S3_TLS_KEY": str(cert)}
+    )
+    with pytest.raises(GatewayError, match=r"^cannot serve TLS with s3\.tls-cert"):
+        certificate(settings)
+
+
+def test_ripple_serve_with_workers_reloads_on_sighup(
+    tmp_path: Path, ca: tuple[trustme.CA, Path]
+) -> None:
+    authority, ca_file = ca
+    cert, key = issue(authority, tmp_path)
+    port = free_port()
+    env = {"RIPPLE_S3_TLS_CERT": str(cert), "RIPPLE_S3_TLS_KEY": str(key)}
+    args = ("serve", "--address", f"127.0.0.1:{port}", "--workers", "2")
+    with RippleProcess(tmp_path, *args, **env) as server:
+        server.wait_for_output("gateway running", timeout=120)
+        assert table_rows(server.stdout)["S3 endpoint"] == f"https://127.0.0.1:{port}"
+        first = serial_of(cert)
+        assert served_serial(port, ca_file) == first
+        new_cert, new_key = issue(authority, tmp_path, "rotated")
+        os.replace(new_cert, cert)
+        os.replace(new_key, key)
+        os.kill(server.process.pid, signal.SIGHUP)
+        # each of the two processes reloads: every new connection, whichever serves it, is
+        # shown the new certificate
+        wait_for(
+            lambda: all(served_serial(port, ca_file) == serial_of(cert) for _ in range(8)),
+            what="the rotated certificate on every gateway process",
+        )
+        assert server.interrupt(timeout=60) == 0, server.stderr
