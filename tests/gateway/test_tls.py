@@ -23,7 +23,7 @@ from cryptography import x509
 
 from ripple.config import ConfigError, load_settings
 from ripple.gateway.request import Services
-from ripple.gateway.server import Gateway, GatewayError, bind, certificate
+from ripple.gateway.server import Gateway, GatewayError, bind, certificate, check_plain_http
 from ripple.gateway.tls import Certificate
 from ripple.identity import create_user
 from tests.ports import free_port
@@ -224,3 +224,52 @@ def test_ripple_serve_with_workers_reloads_on_sighup(
             what="the rotated certificate on every gateway process",
         )
         assert server.interrupt(timeout=60) == 0, server.stderr
+
+
+@pytest.mark.parametrize(
+    ("address", "refused"),
+    [
+        ("0.0.0.0:9000", True),
+        (":9000", True),
+        ("192.0.2.10:9000", True),
+        ("s3.example.test:9000", True),
+        ("127.0.0.1:9000", False),
+        ("127.8.9.10:9000", False),
+        ("[::1]:9000", False),
+        ("localhost:9000", False),
+    ],
+)
+def test_production_refuses_plain_http_off_loopback(address: str, refused: bool) -> None:
+    production = load_settings(environ={"RIPPLE_MODE": "production"})
+    if refused:
+        with pytest.raises(GatewayError, match=r"^mode is production and s3\.address .* set s3"):
+            check_plain_http(production, address)
+    else:
+        check_plain_http(production, address)
+    check_plain_http(load_settings(environ={}), address)  # dev mode serves plain HTTP anywhere
+
+
+def test_production_serves_plain_http_behind_a_proxy_when_told(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    told = load_settings(
+        environ={"RIPPLE_MODE": "production", "RIPPLE_S3_ALLOW_PLAIN_HTTP": "true"}
+    )
+    check_plain_http(told, "0.0.0.0:9000")
+    assert "serving plain HTTP on 0.0.0.0:9000 in production" in caplog.text
+
+
+def test_production_serves_https_anywhere(tmp_path: Path, ca: tuple[trustme.CA, Path]) -> None:
+    cert, key = issue(ca[0], tmp_path)
+    env = {"RIPPLE_MODE": "production", "RIPPLE_S3_TLS_CERT": str(cert)}
+    check_plain_http(load_settings(environ={**env, "RIPPLE_S3_TLS_KEY": str(key)}), ":9000")
+
+
+def test_ripple_serve_in_production_refuses_plain_http_off_loopback(tmp_path: Path) -> None:
+    port = free_port()
+    with RippleProcess(
+        tmp_path, "serve", "--address", f"0.0.0.0:{port}", RIPPLE_MODE="production"
+    ) as server:
+        assert server.finish(60) == 1
+    assert "set s3.tls-cert and s3.tls-key" in server.stderr
+    assert "Traceback" not in server.stderr

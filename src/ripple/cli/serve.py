@@ -12,7 +12,14 @@ from rich.table import Table
 from ripple.cli.common import console, migrate, open_metabase, safe_url, settings_of
 from ripple.config import Settings
 from ripple.gateway.processes import GatewayProcesses
-from ripple.gateway.server import Gateway, GatewayError, bind, build_services, certificate
+from ripple.gateway.server import (
+    Gateway,
+    GatewayError,
+    bind,
+    build_services,
+    certificate,
+    check_plain_http,
+)
 from ripple.notifications import Registry
 
 
@@ -49,6 +56,7 @@ def serve(ctx: click.Context, address: str | None, workers: int | None) -> None:
     migrate(db)
     workers = workers or settings.gateway_workers(default=1)
     try:
+        check_plain_http(settings, address or settings.s3_address)
         sock = bind(address or settings.s3_address)
         if workers > 1:
             db.dispose()  # each process opens its own

@@ -15,7 +15,7 @@ from ripple.cli.lifecycle import LifecycleSchedule, free_data
 from ripple.cli.pipeline import run_pipeline
 from ripple.gateway.data import ObjectData
 from ripple.gateway.processes import GatewayProcesses
-from ripple.gateway.server import GatewayError, bind
+from ripple.gateway.server import GatewayError, bind, check_plain_http
 from ripple.metabase.schema import buckets, objects, projects
 from ripple.notifications import Registry
 from ripple.notifications.store import EventingStore
@@ -57,6 +57,7 @@ def up(ctx: click.Context) -> None:
                 )
             }
         workers = settings.gateway_workers(default=0)  # one per core unless set
+        check_plain_http(settings, settings.s3_address)
         gateway = GatewayProcesses(settings, bind(settings.s3_address), workers)
         gateway.start()  # stops what it started if it cannot
         # a rotated certificate: `kill -HUP` this process, which passes it on to the gateway's

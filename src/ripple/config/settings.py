@@ -98,6 +98,14 @@ class Settings:
         "`s3.tls-key`); reloaded on SIGHUP",
         default_is="none: plain HTTP",
     )
+    s3_allow_plain_http: bool = setting(
+        "s3.allow-plain-http",
+        "RIPPLE_S3_ALLOW_PLAIN_HTTP",
+        Flag(),
+        False,
+        "in `production`, serve plain HTTP off loopback all the same: behind a proxy or load "
+        "balancer that terminates TLS (logged at start)",
+    )
     s3_tls_key: str = setting(
         "s3.tls-key",
         "RIPPLE_S3_TLS_KEY",
@@ -192,7 +200,8 @@ class Settings:
         Choice(MODES),
         "dev",
         "in `production` the destination guard refuses push endpoints on loopback, private, "
-        "link-local and cloud metadata addresses",
+        "link-local and cloud metadata addresses, and the S3 gateway refuses to serve plain "
+        "HTTP off loopback",
     )
     destinations_allow: str = setting(
         "destinations.allow",

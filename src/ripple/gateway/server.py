@@ -16,7 +16,7 @@ from ripple.gateway.data import ObjectData
 from ripple.gateway.protocol import HttpLimits, protocol_class
 from ripple.gateway.ratelimit import RateLimit
 from ripple.gateway.request import Services
-from ripple.gateway.tls import Certificate, TlsError
+from ripple.gateway.tls import Certificate, TlsError, plain_http_problem
 from ripple.identity import Keyring
 from ripple.metabase import Metabase
 from ripple.notifications.registry import Registry
@@ -94,6 +94,19 @@ def certificate(settings: Settings) -> Certificate | None:
         return None if files is None else Certificate(*files)
     except (TlsError, ValueError) as e:
         raise GatewayError(str(e)) from e
+
+
+def check_plain_http(settings: Settings, address: str) -> None:
+    """`GatewayError` when the gateway would serve plain HTTP on `address` where production
+    mode forbids it (off loopback, no certificate, no `s3.allow-plain-http`)."""
+    if settings.s3_tls is not None:
+        return
+    production = settings.mode == "production"
+    problem = plain_http_problem(
+        address, production=production, allowed=settings.s3_allow_plain_http
+    )
+    if problem is not None:
+        raise GatewayError(problem)
 
 
 class Gateway:

@@ -7,11 +7,12 @@ Settings, rotation and deployments behind a proxy: docs/gateway.md, "TLS".
 
 from __future__ import annotations
 
+import ipaddress
 import logging
 import ssl
 from pathlib import Path
 
-__all__ = ["Certificate", "TlsError"]
+__all__ = ["Certificate", "TlsError", "plain_http_problem"]
 
 log = logging.getLogger(__name__)
 
@@ -21,6 +22,35 @@ CIPHERS = "ECDHE+AESGCM:ECDHE+CHACHA20"
 
 class TlsError(Exception):
     """A certificate or key that cannot be served: one line naming the file and why."""
+
+
+def plain_http_problem(address: str, *, production: bool, allowed: bool) -> str | None:
+    """Why the gateway may not serve plain HTTP on `address` (HOST:PORT): in production, off
+    loopback, unless `allowed` (`s3.allow-plain-http`, which is logged). None: it may."""
+    host = address.rpartition(":")[0].strip("[]")
+    if not production or _loopback(host):
+        return None
+    if allowed:
+        log.warning(
+            "serving plain HTTP on %s in production: s3.allow-plain-http says a proxy in front "
+            "terminates TLS",
+            address,
+        )
+        return None
+    return (
+        f"mode is production and s3.address {address} is off loopback: set s3.tls-cert and "
+        "s3.tls-key (RIPPLE_S3_TLS_CERT, RIPPLE_S3_TLS_KEY) to serve HTTPS, or "
+        "s3.allow-plain-http = true behind a proxy that terminates TLS"
+    )
+
+
+def _loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:  # a name, or "" (every address)
+        return False
 
 
 class Certificate:
