@@ -1,6 +1,6 @@
 """The table of settings in docs/configuration.md, rendered from the settings table, so the
 page says what the code reads: `python -m ripple.config` writes it between the page's
-markers (tests/test_config_reference.py fails while the page differs)."""
+markers (tests/test_config_table.py fails while the page differs)."""
 
 from __future__ import annotations
 
