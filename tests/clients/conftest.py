@@ -15,7 +15,6 @@ from __future__ import annotations
 import hashlib
 import os
 import random
-import re
 import shutil
 import subprocess
 import sys
@@ -28,7 +27,7 @@ import pytest
 
 from tests.gateway.conftest import Running, gateway, s3, services  # noqa: F401
 from tests.ports import free_port
-from tests.ripple_process import RIPPLE, RippleProcess, environment
+from tests.ripple_process import RippleProcess, credentials, ripple
 
 TIMEOUT = 120  # seconds for one client command
 MiB = 1024 * 1024
@@ -73,23 +72,11 @@ def served(tmp_path: Path) -> Iterator[Endpoint]:
     """`ripple serve` in its own process on a free port, its user from `ripple user create`."""
     home = tmp_path / "ripple"
     home.mkdir()
-    made = subprocess.run(
-        [str(RIPPLE), "user", "create", "carol"],
-        cwd=home,
-        env=environment(),
-        capture_output=True,
-        text=True,
-        timeout=TIMEOUT,
-    )
-    assert made.returncode == 0, made.stderr
-    access = re.search(r"access key: (\S+)", made.stdout)
-    secret = re.search(r"secret key: (\S+)", made.stdout)
-    assert access, made.stdout
-    assert secret, made.stdout
+    access, secret = credentials(ripple(home, "user", "create", "carol"))
     port = free_port()
     with RippleProcess(home, "serve", "--address", f"127.0.0.1:{port}") as server:
         server.wait_for_output("gateway running", timeout=60)
-        yield Endpoint(f"http://127.0.0.1:{port}", access.group(1), secret.group(1))
+        yield Endpoint(f"http://127.0.0.1:{port}", access, secret)
         # Ctrl-C; its exit code is test_serve's business, not the clients'
         server.interrupt(timeout=30)
 

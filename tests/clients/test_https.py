@@ -5,8 +5,6 @@ trusts another authority."""
 
 from __future__ import annotations
 
-import re
-import subprocess
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -14,8 +12,6 @@ import pytest
 import trustme
 
 from tests.clients.conftest import (
-    RIPPLE,
-    TIMEOUT,
     Client,
     Endpoint,
     MiB,
@@ -25,7 +21,7 @@ from tests.clients.conftest import (
     s3cmd_client,
 )
 from tests.ports import free_port
-from tests.ripple_process import RippleProcess, environment
+from tests.ripple_process import RippleProcess, credentials, ripple
 
 CLIENTS: dict[str, Callable[[Endpoint, Path], Client]] = {
     "aws": aws_client,
@@ -45,25 +41,13 @@ def served_https(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Endpoint]
     cert, key = home / "server.pem", home / "server.key"
     cert.write_bytes(b"".join(blob.bytes() for blob in leaf.cert_chain_pems))
     leaf.private_key_pem.write_to_path(str(key))
-    made = subprocess.run(
-        [str(RIPPLE), "user", "create", "carol"],
-        cwd=home,
-        env=environment(),
-        capture_output=True,
-        text=True,
-        timeout=TIMEOUT,
-    )
-    assert made.returncode == 0, made.stderr
-    access = re.search(r"access key: (\S+)", made.stdout)
-    secret = re.search(r"secret key: (\S+)", made.stdout)
-    assert access, made.stdout
-    assert secret, made.stdout
+    access, secret = credentials(ripple(home, "user", "create", "carol"))
     port = free_port()
     tls = {"RIPPLE_S3_TLS_CERT": str(cert), "RIPPLE_S3_TLS_KEY": str(key)}
     with RippleProcess(home, "serve", "--address", f"127.0.0.1:{port}", **tls) as server:
         server.wait_for_output("gateway running", timeout=60)
         assert f"https://127.0.0.1:{port}" in server.stdout
-        yield Endpoint(f"https://127.0.0.1:{port}", access.group(1), secret.group(1), ca_file)
+        yield Endpoint(f"https://127.0.0.1:{port}", access, secret, ca_file)
         server.interrupt(timeout=30)
 
 

@@ -21,10 +21,9 @@ from ripple.gateway.notification_xml import (
     parse_notification_configuration,
 )
 from ripple.notifications.configuration import EVENT_TYPES, MAX_CONFIGURATIONS, Notification
+from tests.notifications.helpers import FULL, LOGS, PHOTOS
 
 NS = "http://s3.amazonaws.com/doc/2006-03-01/"
-PHOTOS = "arn:aws:sns:us-east-1:123456789012:photos"
-LOGS = "arn:aws:sns:us-east-1:123456789012:logs"
 AMBIGUOUS = (
     "Configuration is ambiguously defined. Cannot have overlapping suffixes in two rules "
     "if the prefixes are overlapping for the same event type."
@@ -182,20 +181,6 @@ def test_tagging_event_types_select_only_tagging_events() -> None:
 
 
 # --- the GET document and round trips -------------------------------------------------
-
-FULL = [
-    Notification(
-        "thumbs",
-        PHOTOS,
-        ("s3:ObjectCreated:Put", "s3:ObjectCreated:Copy"),
-        "images/",
-        ".jpg",
-        r"images/[^/]+\.jpg",
-        (("x-amz-meta-color", "red"), ("Owner", "")),
-    ),
-    Notification("plain", PHOTOS, ("s3:ObjectRemoved:*",), prefix="trash/"),
-    Notification("suffix-only", LOGS, ("s3:ObjectCreated:*",), suffix=".log & <more>"),
-]
 
 
 def test_get_document() -> None:

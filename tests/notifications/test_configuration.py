@@ -21,24 +21,10 @@ from ripple.notifications.configuration import (
     validate_topics,
 )
 from ripple.notifications.errors import NotificationError
+from tests.notifications.helpers import FULL, PHOTOS
 
-PHOTOS = "arn:aws:sns:us-east-1:123456789012:photos"
 CREATED = ("s3:ObjectCreated:*",)
 REMOVED = ("s3:ObjectRemoved:*",)
-LOGS = "arn:aws:sns:us-east-1:123456789012:logs"
-FULL = [
-    Notification(
-        "thumbs",
-        PHOTOS,
-        ("s3:ObjectCreated:Put", "s3:ObjectCreated:Copy"),
-        "images/",
-        ".jpg",
-        r"images/[^/]+\.jpg",
-        (("x-amz-meta-color", "red"), ("Owner", "")),
-    ),
-    Notification("plain", PHOTOS, ("s3:ObjectRemoved:*",), prefix="trash/"),
-    Notification("suffix-only", LOGS, ("s3:ObjectCreated:*",), suffix=".log & <more>"),
-]
 
 
 def refused(call: Any, *args: Any) -> NotificationError:
