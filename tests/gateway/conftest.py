@@ -44,6 +44,17 @@ class Running:
             config=Config(**settings),
         )
 
+    def sns(self, access_key: str | None = None, secret: str | None = None) -> Any:
+        """A boto3 SNS client for this gateway's topic API (no retries)."""
+        return boto3.client(
+            "sns",
+            endpoint_url=self.url,
+            region_name="us-east-1",
+            aws_access_key_id=access_key or self.key.access_key_id,
+            aws_secret_access_key=secret or self.secret,
+            config=Config(retries={"max_attempts": 1}),
+        )
+
 
 def start_gateway(services: Services) -> Gateway:
     gateway = Gateway(services, bind("127.0.0.1:0"))

@@ -11,9 +11,7 @@ import xml.etree.ElementTree as ET
 from collections.abc import Iterator
 from typing import Any
 
-import boto3
 import pytest
-from botocore.config import Config
 from botocore.exceptions import ClientError
 
 from tests.gateway.conftest import Running
@@ -109,14 +107,7 @@ def test_wrong_tag_rules_are_invalid_argument_and_change_nothing(
 
 
 def test_include_arguments_through_the_sns_api(gateway: Running) -> None:
-    sns = boto3.client(
-        "sns",
-        endpoint_url=gateway.url,
-        region_name="us-east-1",
-        aws_access_key_id=gateway.key.access_key_id,
-        aws_secret_access_key=gateway.secret,
-        config=Config(retries={"max_attempts": 1}),
-    )
+    sns = gateway.sns()
     arn = sns.create_topic(Name="t", Attributes={"include-tags": "true"})["TopicArn"]
     sns.set_topic_attributes(TopicArn=arn, AttributeName="include-metadata", AttributeValue="true")
     attributes = sns.get_topic_attributes(TopicArn=arn)["Attributes"]

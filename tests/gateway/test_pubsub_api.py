@@ -8,10 +8,8 @@ from __future__ import annotations
 
 from typing import Any
 
-import boto3
 import httpx
 import pytest
-from botocore.config import Config
 
 from ripple.identity import create_key, create_user
 from ripple.subscriptions.store import SubscriptionStore
@@ -45,14 +43,7 @@ def arn_of(gateway: Running, name: str) -> str:
 
 
 def sns_client(gateway: Running) -> Any:
-    return boto3.client(
-        "sns",
-        endpoint_url=gateway.url,
-        region_name=REGION,
-        aws_access_key_id=gateway.key.access_key_id,
-        aws_secret_access_key=gateway.secret,
-        config=Config(retries={"max_attempts": 1}),
-    )
+    return gateway.sns()
 
 
 def store_events(gateway: Running, arn: str, count: int) -> list[str]:

@@ -11,12 +11,10 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlencode
 
-import boto3
 import httpx
 import pytest
 from botocore.auth import SigV4Auth
 from botocore.awsrequest import AWSRequest
-from botocore.config import Config
 from botocore.credentials import Credentials
 from botocore.exceptions import ClientError
 
@@ -36,14 +34,7 @@ NS = {"sns": SNS_NAMESPACE}
 
 
 def sns_client(gateway: Running, access_key: str | None = None, secret: str | None = None) -> Any:
-    return boto3.client(
-        "sns",
-        endpoint_url=gateway.url,
-        region_name="us-east-1",
-        aws_access_key_id=access_key or gateway.key.access_key_id,
-        aws_secret_access_key=secret or gateway.secret,
-        config=Config(retries={"max_attempts": 1}),
-    )
+    return gateway.sns(access_key, secret)
 
 
 @pytest.fixture

@@ -13,10 +13,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import boto3
 import pytest
 import sqlalchemy as sa
-from botocore.config import Config
 from pyspark.sql import SparkSession
 
 from ripple.metabase import Metabase
@@ -126,11 +124,4 @@ def running_pipeline(
 @pytest.fixture
 def sns(gateway: Running) -> Any:
     """boto3's `sns` client of the gateway (the `gateway` fixture the module imports)."""
-    return boto3.client(
-        "sns",
-        endpoint_url=gateway.url,
-        region_name="us-east-1",
-        aws_access_key_id=gateway.key.access_key_id,
-        aws_secret_access_key=gateway.secret,
-        config=Config(retries={"max_attempts": 1}),
-    )
+    return gateway.sns()
