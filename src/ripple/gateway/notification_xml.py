@@ -20,7 +20,7 @@ from typing import Final
 
 from ripple.gateway import xml
 from ripple.gateway.errors import S3Error, from_notifications
-from ripple.notifications.configuration import Notification, check_configuration, notification
+from ripple.notifications.configuration import Notification, check_together, notification
 from ripple.notifications.errors import NotificationError, invalid
 
 __all__ = ["MALFORMED_XML", "notification_configuration_xml", "parse_notification_configuration"]
@@ -91,7 +91,7 @@ def _notifications(root: ET.Element) -> list[Notification]:
                 child.tag,
             )
         notifications.append(notification(*topic_configuration))
-    check_configuration(notifications)
+    check_together(notifications)  # each was checked as `notification` made it
     return notifications
 
 

@@ -4,7 +4,8 @@ checked as S3 checks it (the gateway reads and writes the XML,
 each sending some events about some keys to a topic:
 
     n = notification(id_, topic_arn, events, rules)  # NotificationError if invalid
-    check_configuration(notifications)  # each, and all together (overlap, ids, count)
+    check_together(notifications)  # all together: overlap, ids, count
+    check_configuration(notifications)  # made otherwise: each as `notification`, then together
     validate_topics(notifications, topic_exists)  # NotificationError naming unknown topics
     row = json.dumps(notification_to_json(n))  # stored; notification_from_json
 
@@ -32,6 +33,7 @@ __all__ = [
     "MAX_CONFIGURATIONS",
     "Notification",
     "check_configuration",
+    "check_together",
     "notification",
     "notification_from_json",
     "notification_to_json",
@@ -166,12 +168,18 @@ def notification(
 
 
 def check_configuration(notifications: Sequence[Notification]) -> None:
-    """A bucket's whole configuration, as S3 checks it: at most 100 configurations, unique
-    Ids, no two sending one event to one topic (NotificationError); each one checked again
-    as `notification` checks what is sent (for configurations not made by it)."""
+    """A bucket's whole configuration made by other means than `notification` (the
+    pull-subscription API): each one checked as `notification` checks what is sent, then all
+    together (`check_together`); NotificationError."""
     for n in notifications:
         rules = n.filter_rules
         notification(n.id, n.topic_arn, n.events, rules.key_rules(), n.metadata, n.tags)
+    check_together(notifications)
+
+
+def check_together(notifications: Sequence[Notification]) -> None:
+    """What S3 checks of a bucket's configurations together: at most 100, unique Ids, no two
+    sending one event to one topic (NotificationError)."""
     if (count := len(notifications)) > MAX_CONFIGURATIONS:
         message = f"too many TopicConfigurations: {count}; the limit is {MAX_CONFIGURATIONS}"
         raise invalid(message, "TopicConfiguration", str(count))
