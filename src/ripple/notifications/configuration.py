@@ -3,7 +3,7 @@ checked as S3 checks it (the gateway reads and writes the XML,
 `ripple.gateway.notification_xml`). A bucket's configuration is a list of `Notification`s,
 each sending some events about some keys to a topic:
 
-    n = notification(id_, topic_arn, events, rules)  # NotificationError if invalid
+    n = notification(id_, topic_arn, events, key, metadata, tags)  # rules as sent; or raises
     check_together(notifications)  # all together: overlap, ids, count
     check_configuration(notifications)  # made otherwise: each as `notification`, then together
     validate_topics(notifications, topic_exists)  # NotificationError naming unknown topics
