@@ -54,7 +54,7 @@ from ripple.pipeline.route import route_table
 from ripple.pipeline.session import spark_session
 from ripple.pipeline.source import SPARK_SCHEMA, RangePartition, read_ranges
 from ripple.pipeline.tasks import in_commit_order
-from ripple.pipeline.transform import EVENT_SCHEMA, SPARK_EVENT_SCHEMA, events_of_batches
+from ripple.pipeline.transform import EVENT_SCHEMA, BatchMapper, Owners
 from ripple.subscriptions.schema import subscription_events
 from ripple.subscriptions.store import SubscriptionStore
 from world import TOPIC, database, fill_puts, make_world  # bench/world.py
@@ -66,6 +66,36 @@ CORES = 2
 TARGET_EVENTS_PER_S = 50_000
 BUDGET_US = CORES * 1e6 / TARGET_EVENTS_PER_S  # CPU µs per event at the target
 CASES = ("spark-only", "source", "transform", "batch", "fused", "executors", "halves", "own-code")
+
+
+SPARK_EVENT_SCHEMA = (  # EVENT_SCHEMA, as Spark spells it
+    "partition int, position bigint, commit_ns bigint, event_id string, project_id string, "
+    "bucket string, key string, event_name string, sequencer string, version_id string, "
+    "message binary, metadata string, tags string, rename string"
+)
+
+
+def events_of_batches(
+    url: str, settings: EventSettings, table: str = "objects", *, fast: bool = True
+) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
+    """The `mapInArrow` function: one task's record batches (of a stream over `table`) →
+    event batches (one per record batch that completes a transaction with events), the
+    events in the order of their transactions' last records. `fast` False maps every
+    transaction through `s3_events` (the comparison's slow side)."""
+
+    def transform(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        owners = Owners(url)
+        mapper = BatchMapper(owners, settings, table, fast=fast)
+        try:
+            for batch in batches:
+                out = mapper.map(batch)
+                if out.num_rows:
+                    yield out
+            mapper.finish()
+        finally:
+            owners.close()
+
+    return transform
 
 
 class RecordsSource(DataSource):

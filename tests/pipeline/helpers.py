@@ -17,11 +17,11 @@ from ripple.metabase import Metabase
 from ripple.notifications.registry import Registry
 from ripple.notifications.store import EventingStore
 from ripple.pipeline.route import route
-from ripple.pipeline.transform import events_of_rows
 from ripple.targets.base import Delivery
 from ripple.targets.retry import RetryPolicy
 from tests.gateway.conftest import Running
 from tests.pipeline.conftest import RunningPipeline, running_pipeline
+from tests.pipeline.reference import events_of_rows
 
 
 def event(key: str, n: int, bucket: str = "photos", width: int = 24) -> Delivery:

@@ -21,10 +21,10 @@ from ripple.metabase.lifecycle_run import run_lifecycle
 from ripple.notifications.registry import Registry
 from ripple.notifications.store import EventingStore
 from ripple.pipeline.route import route
-from ripple.pipeline.transform import events_of_rows
 from ripple.targets.base import Delivery
 from tests.gateway.conftest import Running, gateway, s3, services  # noqa: F401
 from tests.pipeline.helpers import seen
+from tests.pipeline.reference import events_of_rows
 
 STREAM = "bucket_eventing"
 ALL_USERS = "http://acs.amazonaws.com/groups/global/AllUsers"

@@ -21,8 +21,9 @@ from ripple.changestream.definition import ModType
 from ripple.changestream.tag import Operation, TransactionTag
 from ripple.events import EventSettings
 from ripple.pipeline.source import ARROW_SCHEMA
-from ripple.pipeline.transform import EVENT_SCHEMA, BatchMapper, events_of_rows
+from ripple.pipeline.transform import EVENT_SCHEMA, BatchMapper
 from tests.changestream.tags import MEMBERS, with_member
+from tests.pipeline.reference import events_of_rows
 
 PROJECTS = {str(uuid.UUID(int=1)): "owner-one", str(uuid.UUID(int=2)): 'owner "two"'}
 SETTINGS = EventSettings(region="eu-west-1")

@@ -7,14 +7,14 @@ and lays the events out as Arrow columns. Transactions that are one record of on
 PUT, POST, copy, multipart completion, DELETE or delete marker: most of them) are mapped
 over whole columns at once by
 `ripple.events.batch.simple_events`, from templates that `s3_events` writes and checks; the
-others go through `s3_events` one transaction at a time. No per-row UDF: Spark hands each
-task's batches to `events_of_batches`, which runs once per task.
+others go through `s3_events` one transaction at a time. No per-row UDF: a pipeline task
+hands its batches to one `BatchMapper` (ripple.pipeline.tasks).
 """
 
 from __future__ import annotations
 
 import uuid
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
 import numpy as np
@@ -25,7 +25,6 @@ import sqlalchemy as sa
 
 from ripple.changestream.definition import ModType
 from ripple.changestream.reader import change_record
-from ripple.changestream.tail import transactions
 from ripple.events import EventSettings, s3_events, timestamp_ns
 from ripple.events.batch import SimpleEvents, Templates, simple_events
 from ripple.metabase.schema import projects
@@ -49,11 +48,6 @@ EVENT_SCHEMA = pa.schema(
         ("rename", pa.string()),  # a rename's event: "s3" or "single" (EventRecord.rename)
     ]
 )
-SPARK_EVENT_SCHEMA = (
-    "partition int, position bigint, commit_ns bigint, event_id string, project_id string, "
-    "bucket string, key string, event_name string, sequencer string, version_id string, "
-    "message binary, metadata string, tags string, rename string"
-)
 
 
 def event_id(partition: int, sequencer: str, prefix: str = "") -> str:
@@ -68,22 +62,6 @@ def event_ids(partitions: pa.Array, sequencers: pa.Array, prefix: str = "") -> p
     return pc.binary_join_element_wise(
         prefix, pc.cast(partitions, pa.string()), "-", sequencers, ""
     )
-
-
-def events_of_rows(
-    rows: Iterable[Mapping[str, Any]],
-    owner_of: Callable[[str], str],
-    settings: EventSettings,
-    table: str = "objects",
-) -> Iterator[dict[str, Any]]:
-    """Event rows (EVENT_SCHEMA) of source rows given in position order per partition
-    (partitions may follow or interleave each other), all through `s3_events`; a
-    transaction's events come out once its last record in the partition has been seen.
-    `table` is the stream's: `objects` (bucket_eventing) or `buckets` (project_eventing)."""
-    prefix = _ID_PREFIXES.get(table, "")
-    records = (change_record(row, table) for row in rows)
-    for group in transactions(records, strict=True):
-        yield from event_rows(group, owner_of, settings, prefix)
 
 
 def event_rows(
@@ -114,7 +92,7 @@ def event_rows(
         }
 
 
-_ID_PREFIXES = {"buckets": "b"}
+ID_PREFIXES = {"buckets": "b"}  # a stream's table → its events' id prefix
 
 
 def _json(value: Mapping[str, str] | None) -> str | None:
@@ -147,29 +125,6 @@ class Owners:
             self._engine.dispose()
 
 
-def events_of_batches(
-    url: str, settings: EventSettings, table: str = "objects", *, fast: bool = True
-) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
-    """The `mapInArrow` function: one task's record batches (of a stream over `table`) →
-    event batches (one per record batch that completes a transaction with events), the
-    events in the order of their transactions' last records. `fast` False maps every
-    transaction through `s3_events` (for tests and the benchmark's comparison)."""
-
-    def transform(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        owners = Owners(url)
-        mapper = BatchMapper(owners, settings, table, fast=fast)
-        try:
-            for batch in batches:
-                out = mapper.map(batch)
-                if out.num_rows:
-                    yield out
-            mapper.finish()
-        finally:
-            owners.close()
-
-    return transform
-
-
 class BatchMapper:
     """Maps a task's record batches in order, carrying transactions that straddle them."""
 
@@ -185,7 +140,7 @@ class BatchMapper:
         self.settings = settings
         self.table = table
         self.fast = fast
-        self.prefix = _ID_PREFIXES.get(table, "")
+        self.prefix = ID_PREFIXES.get(table, "")
         self.templates = Templates(settings, owner_of, table)
         self.pending: dict[int, list[dict[str, Any]]] = {}  # partition → its open records
 
