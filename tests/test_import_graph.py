@@ -171,7 +171,7 @@ LAYERS: list[tuple[str, ...]] = [
     ("metabase",),
     ("events",),
     ("changestream",),
-    ("numbers",),
+    ("numbers", "tls"),
     ("ripple",),  # the package itself: its version
 ]
 # the one database holds every package's tables, so the migrations' schema check gathers

@@ -24,8 +24,8 @@ from cryptography import x509
 from ripple.config import ConfigError, load_settings
 from ripple.gateway.request import Services
 from ripple.gateway.server import Gateway, GatewayError, bind, certificate, check_plain_http
-from ripple.gateway.tls import Certificate
 from ripple.identity import create_user
+from ripple.tls import Certificate
 from tests.ports import free_port
 from tests.ripple_process import RippleProcess, table_rows
 from tests.waiting import wait_for
@@ -256,7 +256,8 @@ def test_production_serves_plain_http_behind_a_proxy_when_told(
         environ={"RIPPLE_MODE": "production", "RIPPLE_S3_ALLOW_PLAIN_HTTP": "true"}
     )
     check_plain_http(told, "0.0.0.0:9000")
-    assert "serving plain HTTP on 0.0.0.0:9000 in production" in caplog.text
+    assert "serving plain text on 0.0.0.0:9000 (s3.address) in production" in caplog.text
+    assert "s3.allow-plain-http says a proxy" in caplog.text
 
 
 def test_production_serves_https_anywhere(tmp_path: Path, ca: tuple[trustme.CA, Path]) -> None:

@@ -16,12 +16,12 @@ from ripple.gateway.data import ObjectData
 from ripple.gateway.protocol import HttpLimits, protocol_class
 from ripple.gateway.ratelimit import RateLimit
 from ripple.gateway.request import Services
-from ripple.gateway.tls import Certificate, TlsError, plain_http_problem
 from ripple.identity import Keyring
 from ripple.metabase import Metabase
 from ripple.notifications.registry import Registry
 from ripple.snapshotter import shared as shared_snapshotters
 from ripple.targets.guard import set_default_guard
+from ripple.tls import Certificate, TlsError, plain_text_problem
 
 
 class GatewayError(Exception):
@@ -102,8 +102,13 @@ def check_plain_http(settings: Settings, address: str) -> None:
     if settings.s3_tls is not None:
         return
     production = settings.mode == "production"
-    problem = plain_http_problem(
-        address, production=production, allowed=settings.s3_allow_plain_http
+    problem = plain_text_problem(
+        "s3.address",
+        address,
+        production=production,
+        allowed_by="s3.allow-plain-http" if settings.s3_allow_plain_http else "",
+        remedy="set s3.tls-cert and s3.tls-key (RIPPLE_S3_TLS_CERT, RIPPLE_S3_TLS_KEY) to serve "
+        "HTTPS, or s3.allow-plain-http = true behind a proxy that terminates TLS",
     )
     if problem is not None:
         raise GatewayError(problem)
