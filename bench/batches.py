@@ -10,7 +10,8 @@ each `--seconds` of batches on `local[2]`, in one Spark session:
             collects it with toArrow: what any batch of a Python source costs here
   pipeline  ripple's pipeline (`ripple.pipeline.service.Pipeline`, in this process) over a
             fresh PostgreSQL metabase, one PUT into a pull topic's bucket every `--interval`
-            seconds: batches of one or two events
+            seconds: batches of one or two events, each delivered by its batch's task (no
+            leases, which deliver for seconds across batches)
 
 `--hadoop-defaults` runs both with Hadoop's and Spark's checkpoint defaults instead of
 `ripple.pipeline.job.LOCAL_CHECKPOINT_CONF` (the before of that change). Medians and 90th
@@ -140,7 +141,11 @@ def ripple_pipeline(conf: dict[str, str], seconds: float, interval: float) -> di
     ):
         world = pipeline_bench.make_world(url, Path(directory), "http://127.0.0.1:9/unused")
         settings = load_settings(pipeline_bench.config_file(world), {"RIPPLE_DATABASE_URL": url})
-        pipeline = Pipeline.from_settings(settings, checkpoint_dir=Path(directory) / "cp")
+        # no leases: each micro-batch delivers what it reads (a lease task delivers for
+        # seconds across batches, which would leave no batch's phases to split)
+        pipeline = Pipeline.from_settings(
+            settings, checkpoint_dir=Path(directory) / "cp", lease_s=0
+        )
         pipeline.job = dataclasses.replace(pipeline.job, spark_conf=conf)
         started: list[Any] = []
         runner = threading.Thread(target=pipeline.run, kwargs={"on_started": started.append})
