@@ -9,8 +9,8 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
-import trustme
 
+from tests.certificates import authority, issue
 from tests.clients.conftest import (
     Client,
     Endpoint,
@@ -34,13 +34,8 @@ CLIENTS: dict[str, Callable[[Endpoint, Path], Client]] = {
 def served_https(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Endpoint]:
     """`ripple serve` over HTTPS with a certificate for 127.0.0.1 from a fresh authority."""
     home = tmp_path_factory.mktemp("https")
-    authority = trustme.CA()
-    ca_file = home / "ca.pem"
-    authority.cert_pem.write_to_path(str(ca_file))
-    leaf = authority.issue_cert("127.0.0.1", "localhost")
-    cert, key = home / "server.pem", home / "server.key"
-    cert.write_bytes(b"".join(blob.bytes() for blob in leaf.cert_chain_pems))
-    leaf.private_key_pem.write_to_path(str(key))
+    ca, ca_file = authority(home)
+    cert, key = issue(ca, home)
     access, secret = credentials(ripple(home, "user", "create", "carol"))
     port = free_port()
     tls = {"RIPPLE_S3_TLS_CERT": str(cert), "RIPPLE_S3_TLS_KEY": str(key)}
@@ -85,8 +80,7 @@ def test_a_client_over_https(name: str, served_https: Endpoint, tmp_path: Path) 
 def test_a_client_trusting_another_authority_is_refused(
     name: str, served_https: Endpoint, tmp_path: Path
 ) -> None:
-    other = tmp_path / "other-ca.pem"
-    trustme.CA().cert_pem.write_to_path(str(other))
+    _, other = authority(tmp_path, "other-ca")
     wrong = Endpoint(served_https.url, served_https.access_key, served_https.secret, other)
     client = CLIENTS[name](wrong, tmp_path / "home")
     done = client.run(*_commands(name, f"refused-{name}", tmp_path, tmp_path)[0])

@@ -19,55 +19,21 @@ import httpx
 import pytest
 import trustme
 from botocore.config import Config
-from cryptography import x509
 
 from ripple.config import ConfigError, load_settings
 from ripple.gateway.request import Services
 from ripple.gateway.server import Gateway, GatewayError, bind, certificate, check_plain_http
 from ripple.identity import create_user
 from ripple.tls import Certificate
+from tests.certificates import authority, issue, serial_of, served_serial, trusting
 from tests.ports import free_port
 from tests.ripple_process import RippleProcess, table_rows
 from tests.waiting import wait_for
 
-HOSTS = ("127.0.0.1", "localhost")
-
-
-def issue(ca: trustme.CA, directory: Path, name: str = "server") -> tuple[Path, Path]:
-    """A certificate for HOSTS from `ca`, its chain after it, and its key, as PEM files."""
-    leaf = ca.issue_cert(*HOSTS)
-    cert, key = directory / f"{name}.pem", directory / f"{name}.key"
-    leaf.private_key_pem.write_to_path(str(key))
-    cert.write_bytes(b"".join(blob.bytes() for blob in leaf.cert_chain_pems))
-    return cert, key
-
-
-def trusting(ca_file: Path) -> ssl.SSLContext:
-    return ssl.create_default_context(cafile=str(ca_file))
-
-
-def served_serial(port: int, ca_file: Path) -> int:
-    """The serial number of the certificate a new connection to `port` is shown."""
-    context = trusting(ca_file)
-    with (
-        socket.create_connection(("127.0.0.1", port), timeout=10) as raw,
-        context.wrap_socket(raw, server_hostname="127.0.0.1") as tls,
-    ):
-        der = tls.getpeercert(binary_form=True)
-    assert der is not None
-    return x509.load_der_x509_certificate(der).serial_number
-
-
-def serial_of(cert: Path) -> int:
-    return x509.load_pem_x509_certificate(cert.read_bytes()).serial_number
-
 
 @pytest.fixture
 def ca(tmp_path: Path) -> tuple[trustme.CA, Path]:
-    authority = trustme.CA()
-    ca_file = tmp_path / "ca.pem"
-    authority.cert_pem.write_to_path(str(ca_file))
-    return authority, ca_file
+    return authority(tmp_path)
 
 
 @pytest.fixture

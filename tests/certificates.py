@@ -1,0 +1,51 @@
+"""Certificates the TLS tests make: an authority of the test's own (`trustme`), a server
+certificate from it for 127.0.0.1 and localhost as PEM files, and what a client sees."""
+
+from __future__ import annotations
+
+import socket
+import ssl
+from pathlib import Path
+
+import trustme
+from cryptography import x509
+
+HOSTS = ("127.0.0.1", "localhost")
+
+
+def authority(directory: Path, name: str = "ca") -> tuple[trustme.CA, Path]:
+    """A new certificate authority and its certificate's PEM file in `directory`."""
+    ca = trustme.CA()
+    ca_file = directory / f"{name}.pem"
+    ca.cert_pem.write_to_path(str(ca_file))
+    return ca, ca_file
+
+
+def issue(ca: trustme.CA, directory: Path, name: str = "server") -> tuple[Path, Path]:
+    """A certificate for HOSTS from `ca`, its chain after it, and its key, as PEM files."""
+    leaf = ca.issue_cert(*HOSTS)
+    cert, key = directory / f"{name}.pem", directory / f"{name}.key"
+    leaf.private_key_pem.write_to_path(str(key))
+    cert.write_bytes(b"".join(blob.bytes() for blob in leaf.cert_chain_pems))
+    return cert, key
+
+
+def trusting(ca_file: Path) -> ssl.SSLContext:
+    return ssl.create_default_context(cafile=str(ca_file))
+
+
+def served_serial(port: int, ca_file: Path) -> int:
+    """The serial number of the certificate a new connection to `port` is shown."""
+    context = trusting(ca_file)
+    with (
+        socket.create_connection(("127.0.0.1", port), timeout=10) as raw,
+        context.wrap_socket(raw, server_hostname="127.0.0.1") as tls,
+    ):
+        der = tls.getpeercert(binary_form=True)
+    if der is None:
+        raise AssertionError("the server showed no certificate")
+    return x509.load_der_x509_certificate(der).serial_number
+
+
+def serial_of(cert: Path) -> int:
+    return x509.load_pem_x509_certificate(cert.read_bytes()).serial_number
