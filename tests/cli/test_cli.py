@@ -3,6 +3,7 @@ run as a user would), configuration and connection errors, `ripple db status`.""
 
 from __future__ import annotations
 
+import os
 import re
 import signal
 import subprocess
@@ -19,9 +20,11 @@ from ripple.cli import cli
 from ripple.config import MAX_AUTOMATIC_WORKERS, usable_cores
 from ripple.metabase import Metabase, create_project
 from ripple.metabase.migrate import head_revision
+from tests.certificates import authority, issue, serial_of, served_serial
 from tests.cli.helpers import scrape
 from tests.conftest import fresh_postgres_database
 from tests.ripple_process import RIPPLE, RippleProcess, environment, table_rows
+from tests.waiting import wait_for
 
 
 def run_ripple(cwd: Path, *args: str, **env: str) -> subprocess.CompletedProcess[str]:
@@ -161,7 +164,12 @@ def fresh_postgres_url(postgres_url: str) -> Iterator[str]:
 
 @pytest.mark.postgresql
 def test_up_on_postgresql(tmp_path: Path, fresh_postgres_url: str) -> None:
+    """`ripple up` on PostgreSQL, with both its listeners on HTTPS: one SIGHUP to the
+    process reloads the certificate of each."""
     data = tmp_path / "data"
+    ca, ca_file = authority(tmp_path)
+    cert, key = issue(ca, tmp_path)
+    tls = {"CERT": str(cert), "KEY": str(key)}
     with RippleProcess(
         tmp_path,
         "up",
@@ -169,14 +177,34 @@ def test_up_on_postgresql(tmp_path: Path, fresh_postgres_url: str) -> None:
         RIPPLE_DATABASE_URL=fresh_postgres_url,
         RIPPLE_METRICS_ADDRESS="127.0.0.1:0",
         RIPPLE_S3_ADDRESS="127.0.0.1:0",
+        **{
+            f"RIPPLE_{where}_TLS_{part}": path
+            for where in ("S3", "METRICS")
+            for part, path in tls.items()
+        },
     ) as ripple:
         ripple.wait_for_output("pipeline running")
+        listening = table_rows(ripple.stdout)
+        ports = [
+            int(listening[row].split(":")[2].split("/")[0]) for row in ("S3 endpoint", "metrics")
+        ]
+        assert [served_serial(port, ca_file) for port in ports] == [serial_of(cert)] * 2
+        new_cert, new_key = issue(ca, tmp_path, "rotated")
+        os.replace(new_cert, cert)
+        os.replace(new_key, key)
+        os.kill(ripple.process.pid, signal.SIGHUP)  # the process, not its group (Spark's JVM)
+        wait_for(
+            lambda: [served_serial(port, ca_file) for port in ports] == [serial_of(cert)] * 2,
+            what="the rotated certificate on the S3 endpoint and the metrics",
+        )
         # SIGTERM to the group also ends Spark's Python workers; still a clean stop
         code = ripple.interrupt(signum=signal.SIGTERM)
     assert code == 0, ripple.stderr[-3000:]
     assert "SIGTERM: stopping after the batch in flight" in ripple.stderr
     assert ripple.stdout.rstrip().endswith("pipeline stopped")
     rows = table_rows(ripple.stdout)
+    assert rows["S3 endpoint"].startswith("https://127.0.0.1:")
+    assert rows["metrics"].startswith("https://127.0.0.1:")
     database = sa.make_url(fresh_postgres_url).database
     assert rows["metabase"].startswith("postgresql+psycopg://")
     assert rows["metabase"].endswith(f"/{database}")

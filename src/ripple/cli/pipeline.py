@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import logging
+import signal
 import sys
 from pathlib import Path
+from types import FrameType
 
 import click
 import sqlalchemy as sa
@@ -14,6 +16,7 @@ from ripple.cli.common import console, errors, reason_of, settings_of
 from ripple.config import Settings
 from ripple.pipeline.job import checkpoint_root
 from ripple.pipeline.service import Pipeline, PipelineError
+from ripple.tls import Certificate
 
 __all__ = ["pipeline", "run_pipeline"]
 
@@ -56,11 +59,13 @@ def run_pipeline(
     except PipelineError as e:
         service.metabase.dispose()
         raise click.ClickException(str(e)) from e
+    if service.metrics_tls is not None:
+        reload_on_hangup(service.metrics_tls)
     table = table or Table(title="ripple pipeline", show_header=False, title_justify="left")
     table.add_row("metabase", service.metabase.url.render_as_string(hide_password=True))
     table.add_row("spark master", service.job.master)
     table.add_row("checkpoint", checkpoint_root(service.job))
-    table.add_row("metrics", f"http://{metrics}/metrics" if metrics else "off")
+    table.add_row("metrics", f"{metrics}/metrics" if metrics else "off")
     buckets = service.registry.buckets()
     table.add_row("eventing buckets", str(len(buckets)))
     for topic, targets in service.destinations.targets.items():
@@ -137,7 +142,9 @@ def pipeline_run(
     bucket-eventing list and their push endpoints ([topics."NAME"] in ripple.toml), and
     the topics' pull subscriptions. Delivery is at least once: after a crash the job
     resumes from its checkpoint and may deliver the last batch again (same event ids).
-    Spark's master is spark.master (RIPPLE_SPARK_MASTER), local[*] by default.
+    Spark's master is spark.master (RIPPLE_SPARK_MASTER), local[*] by default. With
+    metrics.tls-cert and metrics.tls-key the metrics are served over HTTPS; SIGHUP reloads
+    the certificate.
     """
     settings = settings_of(ctx)
     address = settings.metrics_address or None
@@ -151,3 +158,16 @@ def pipeline_run(
         trigger_interval=trigger_interval,
         lease_s=lease_seconds,
     )
+
+
+def reload_on_hangup(certificate: Certificate) -> None:
+    """SIGHUP reloads `certificate`, then does what it did before (`ripple up`: reload the
+    gateway's)."""
+    before = signal.getsignal(signal.SIGHUP)
+
+    def hangup(signum: int, frame: FrameType | None) -> None:
+        certificate.reload()
+        if callable(before):
+            before(signum, frame)
+
+    signal.signal(signal.SIGHUP, hangup)

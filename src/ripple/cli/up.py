@@ -35,8 +35,8 @@ def up(ctx: click.Context) -> None:
     processes of their own (RIPPLE_S3_WORKERS, by default one per core) and runs the eventing
     pipeline in this one. Make S3 credentials with `ripple user create NAME`. Prometheus
     metrics are served on metrics.address (RIPPLE_METRICS_ADDRESS), 127.0.0.1:9464 by
-    default. With s3.tls-cert and s3.tls-key the S3 API is HTTPS; SIGHUP to this process
-    reloads the certificate.
+    default. With s3.tls-cert and s3.tls-key the S3 API is HTTPS, with metrics.tls-cert and
+    metrics.tls-key the metrics; SIGHUP to this process reloads the certificates.
     """
     settings = settings_of(ctx)
     settings.data_dir.mkdir(parents=True, exist_ok=True)

@@ -66,6 +66,7 @@ def load_settings(
     settings = Settings(**values)
     settings.snapshotters  # noqa: B018 - checks every [snapshotters.NAME] table
     settings.s3_tls  # noqa: B018 - checks that s3.tls-cert and s3.tls-key come together
+    settings.metrics_tls  # noqa: B018 - and metrics.tls-cert and metrics.tls-key
     return settings
 
 

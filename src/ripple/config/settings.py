@@ -200,8 +200,8 @@ class Settings:
         Choice(MODES),
         "dev",
         "in `production` the destination guard refuses push endpoints on loopback, private, "
-        "link-local and cloud metadata addresses, and the S3 gateway refuses to serve plain "
-        "HTTP off loopback",
+        "link-local and cloud metadata addresses, and the S3 gateway, the metrics endpoint "
+        "and the snapshotters refuse to serve plain text off loopback",
     )
     destinations_allow: str = setting(
         "destinations.allow",
@@ -220,6 +220,31 @@ class Settings:
         "",
         "where Prometheus metrics are served (`HOST:PORT`)",
         default_is="none (`ripple up`: `127.0.0.1:9464`)",
+    )
+    metrics_tls_cert: str = setting(
+        "metrics.tls-cert",
+        "RIPPLE_METRICS_TLS_CERT",
+        Text(),
+        "",
+        "serve the pipeline's metrics over HTTPS with this PEM certificate, its chain after "
+        "it (with `metrics.tls-key`); reloaded on SIGHUP",
+        default_is="none: plain HTTP",
+    )
+    metrics_tls_key: str = setting(
+        "metrics.tls-key",
+        "RIPPLE_METRICS_TLS_KEY",
+        Text(),
+        "",
+        "the PEM private key of `metrics.tls-cert`",
+        default_is="none: plain HTTP",
+    )
+    metrics_allow_plain_http: bool = setting(
+        "metrics.allow-plain-http",
+        "RIPPLE_METRICS_ALLOW_PLAIN_HTTP",
+        Flag(),
+        False,
+        "in `production`, serve the metrics over plain HTTP off loopback all the same: "
+        "behind a proxy that terminates TLS, or a private scrape network (logged at start)",
     )
     event_source: str = setting(
         "events.source",
@@ -289,16 +314,13 @@ class Settings:
     def s3_tls(self) -> tuple[Path, Path] | None:
         """The certificate and key files the gateway serves HTTPS with, or None for plain
         HTTP; `ConfigError` when only one of the two is set."""
-        cert, key = self.s3_tls_cert, self.s3_tls_key
-        if bool(cert) != bool(key):
-            given, missing = (
-                ("s3.tls-cert", "s3.tls-key") if cert else ("s3.tls-key", "s3.tls-cert")
-            )
-            raise ConfigError(
-                f"{given} is set but {missing} is not: HTTPS needs both (RIPPLE_S3_TLS_CERT, "
-                "RIPPLE_S3_TLS_KEY)"
-            )
-        return (Path(cert), Path(key)) if cert else None
+        return _tls_files(self.s3_tls_cert, self.s3_tls_key, "s3")
+
+    @property
+    def metrics_tls(self) -> tuple[Path, Path] | None:
+        """The certificate and key files the pipeline's metrics are served over HTTPS with,
+        or None for plain HTTP; `ConfigError` when only one of the two is set."""
+        return _tls_files(self.metrics_tls_cert, self.metrics_tls_key, "metrics")
 
     @property
     def effective_region(self) -> str:
@@ -363,3 +385,16 @@ def usable_cores() -> int:
     except (OSError, ValueError):
         pass
     return max(1, cores)
+
+
+def _tls_files(cert: str, key: str, section: str) -> tuple[Path, Path] | None:
+    """`section`.tls-cert and .tls-key as paths, None when neither is set; `ConfigError`
+    naming both settings and their variables when only one is."""
+    if bool(cert) != bool(key):
+        names = (f"{section}.tls-cert", f"{section}.tls-key")
+        given, missing = names if cert else names[::-1]
+        prefix = f"RIPPLE_{section.upper()}_TLS"
+        raise ConfigError(
+            f"{given} is set but {missing} is not: HTTPS needs both ({prefix}_CERT, {prefix}_KEY)"
+        )
+    return (Path(cert), Path(key)) if cert else None

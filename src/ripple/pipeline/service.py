@@ -19,7 +19,6 @@ from pathlib import Path
 from types import FrameType
 from typing import Any
 
-from prometheus_client import start_http_server
 from pyspark.sql.streaming.query import StreamingQuery
 
 from ripple.config import Settings
@@ -29,14 +28,16 @@ from ripple.notifications.registry import Registry
 from ripple.notifications.store import EventingStore
 from ripple.pipeline.assemble import RoutesAndTargets
 from ripple.pipeline.job import JobSettings, is_hadoop_path, run, worker_setup
+from ripple.pipeline.metrics_server import serve_metrics
 from ripple.pipeline.session import is_local_master
 from ripple.pipeline.tasks import WorkerSetup
 from ripple.snapshotter import shared as shared_snapshotters
 from ripple.subscriptions.store import SubscriptionStore
 from ripple.targets.destinations import Destinations
 from ripple.targets.guard import set_default_guard
+from ripple.tls import Certificate, TlsError, plain_text_problem
 
-__all__ = ["Pipeline", "PipelineError", "parse_address"]
+__all__ = ["Pipeline", "PipelineError", "metrics_certificate", "parse_address"]
 
 log = logging.getLogger(__name__)
 
@@ -62,6 +63,7 @@ class Pipeline:
     destinations: Destinations  # as the configuration says at start (the workers build theirs)
     setup: WorkerSetup
     metrics_address: tuple[str, int] | None = None  # host, port (0: any free port)
+    metrics_tls: Certificate | None = None  # HTTPS for the metrics; None: plain HTTP
     stop: threading.Event = field(default_factory=threading.Event)
 
     @classmethod
@@ -75,9 +77,10 @@ class Pipeline:
         trigger_interval: str = "0 seconds",
         lease_s: float = 5.0,
     ) -> Pipeline:
-        metrics = None
+        metrics = metrics_tls = None
         if metrics_address is not None:
             metrics = parse_address(metrics_address, "the metrics address")
+            metrics_tls = metrics_certificate(settings, metrics_address)
         try:  # before any target is built: they all ask it
             set_default_guard(settings.guard)
             shared_snapshotters.configure(settings.snapshotters)  # snapshot:// names these
@@ -133,21 +136,23 @@ class Pipeline:
             guard=settings.guard,
             snapshotters=settings.snapshotters,
         )
-        return cls(settings, job, metabase, registry, destinations, setup, metrics)
+        return cls(settings, job, metabase, registry, destinations, setup, metrics, metrics_tls)
 
     def serve_metrics(self) -> str | None:
-        """Start the Prometheus endpoint; its `host:port` (the real port if 0 was asked)."""
+        """Start the Prometheus endpoint; its URL (with the real port if 0 was asked)."""
         if self.metrics_address is None:
             return None
         host, port = self.metrics_address
         try:
-            server, _ = start_http_server(port, addr=host)
+            server = serve_metrics(host, port, self.metrics_tls)
         except OSError as e:
             raise PipelineError(
                 f"cannot serve metrics on {host}:{port}: {e.strerror or e}; "
                 "choose another port with --metrics-port or metrics.address"
             ) from e
-        return f"{host}:{server.server_port}"
+        scheme = "http" if self.metrics_tls is None else "https"
+        shown = f"[{host}]" if ":" in host else host
+        return f"{scheme}://{shown}:{server.server_port}"
 
     def _stop_on_signals(self) -> None:
         """SIGINT and SIGTERM ask the job to stop after the batch in flight (installed once
@@ -175,3 +180,27 @@ class Pipeline:
             run(self.job, self.setup, self.stop, started)
         finally:
             self.metabase.dispose()
+
+
+def metrics_certificate(settings: Settings, address: str) -> Certificate | None:
+    """The certificate the metrics are served with on `address` (None: plain HTTP);
+    `PipelineError` when it cannot be served, or when production mode forbids plain HTTP
+    there (`ripple.tls.plain_text_problem`)."""
+    try:
+        files = settings.metrics_tls
+        if files is not None:
+            return Certificate(*files, settings=("metrics.tls-cert", "metrics.tls-key"))
+    except (TlsError, ValueError) as e:
+        raise PipelineError(str(e)) from e
+    problem = plain_text_problem(
+        "metrics.address",
+        address,
+        production=settings.mode == "production",
+        allowed_by="metrics.allow-plain-http" if settings.metrics_allow_plain_http else "",
+        remedy="set metrics.tls-cert and metrics.tls-key (RIPPLE_METRICS_TLS_CERT, "
+        "RIPPLE_METRICS_TLS_KEY) to serve HTTPS, or metrics.allow-plain-http = true behind a "
+        "proxy that terminates TLS",
+    )
+    if problem is not None:
+        raise PipelineError(problem)
+    return None
