@@ -26,7 +26,12 @@ from ripple.identity.schema import access_keys
 from ripple.metabase import Metabase
 from ripple.metabase.migrate import upgrade
 from ripple.metabase.schema import buckets, client_tokens, objects, projects, rate_limits
-from ripple.notifications.schema import bucket_notifications, eventing_changes, topics
+from ripple.notifications.schema import (
+    bucket_journals,
+    bucket_notifications,
+    eventing_changes,
+    topics,
+)
 from ripple.pipeline.schema import dead_letters, delivery_retries
 from ripple.subscriptions.schema import subscription_events, subscriptions
 from ripple.targets.guard import default_guard, set_default_guard
@@ -102,6 +107,7 @@ def _empty(metabase: Metabase) -> Metabase:
             buckets,
             access_keys,
             bucket_notifications,
+            bucket_journals,
             topics,
             eventing_changes,
             projects,

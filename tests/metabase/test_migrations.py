@@ -59,6 +59,7 @@ def test_every_table_is_created(db: Metabase) -> None:
         "access_keys",
         "topics",
         "bucket_notifications",
+        "bucket_journals",
         "eventing_changes",
         "rate_limits",
         "client_tokens",

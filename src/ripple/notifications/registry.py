@@ -18,7 +18,7 @@ from __future__ import annotations
 import re
 import threading
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from ripple.events.names import matches
@@ -130,6 +130,8 @@ class Registry:
         # The merged view readers see. Never mutated once published: changes build a new
         # dict and swap the reference.
         self._routes: dict[BucketKey, tuple[Destination, ...]] = {}
+        # buckets whose events the journal takes (their transactions are recorded too)
+        self._journaled: frozenset[BucketKey] = frozenset()
         self._generation = 0
         if static:
             self.replace_static(static)
@@ -140,8 +142,10 @@ class Registry:
         return self._generation
 
     def is_eventing(self, project_id: uuid.UUID, bucket_name: str) -> bool:
-        """Does this bucket have eventing? A dict lookup: no lock, no I/O."""
-        return (project_id, bucket_name) in self._routes
+        """Does this bucket have eventing (destinations, or a journal)? Lookups: no lock, no
+        I/O."""
+        key = (project_id, bucket_name)
+        return key in self._routes or key in self._journaled
 
     def destinations(self, project_id: uuid.UUID, bucket_name: str) -> list[Destination]:
         """The bucket's destinations; empty when it has no eventing."""
@@ -172,12 +176,17 @@ class Registry:
                 self._api.pop(key, None)
             self._publish()
 
-    def replace_api(self, routes: Mapping[BucketKey, Sequence[Destination]]) -> None:
-        """Replace every bucket's API configuration at once (a reload from the database)."""
+    def replace_api(
+        self,
+        routes: Mapping[BucketKey, Sequence[Destination]],
+        journaled: Iterable[BucketKey] = (),
+    ) -> None:
+        """Replace every bucket's API configuration at once (a reload from the database):
+        their destinations, and the buckets with a journal."""
         api = {key: tuple(ds) for key, ds in routes.items() if ds}
         with self._lock:
             self._api = api
-            self._publish()
+            self._publish(frozenset(journaled))
 
     def replace_static(self, static: Mapping[BucketKey, str]) -> None:
         """Replace the whole phase-1 list: `{(project id, bucket name): topic}`."""
@@ -188,9 +197,13 @@ class Registry:
             self._static = entries
             self._publish()
 
-    def _publish(self) -> None:
-        """Rebuild the merged view; the caller holds the lock."""
+    def _publish(self, journaled: frozenset[BucketKey] | None = None) -> None:
+        """Rebuild the merged view (and the journaled buckets, if given); the caller holds
+        the lock."""
         routes = {**self._static, **self._api}
+        if journaled is not None and journaled != self._journaled:
+            self._journaled = journaled
+            self._generation += 1
         if routes == self._routes:
             return
         # Routes first, then the generation: a reader that sees the new generation also

@@ -1,4 +1,5 @@
-"""The eventing configuration's tables in the metabase database (created by migration 0008).
+"""The eventing configuration's tables in the metabase database (created by migrations 0008
+and 0018).
 
 - `topics`: one row a topic made through the topic API, owned by a project; `arn` is
   `arn:aws:sns:<region>:<project public id>:<name>` and names the topic everywhere else
@@ -54,4 +55,16 @@ eventing_changes = sa.Table(
     sa.Column("action", sa.String(64), nullable=False),
     sa.Column("subject", sa.Text, nullable=False),
     sqlite_autoincrement=True,
+)
+
+# A bucket's journal (docs/journal.md): the pipeline writes every event of the bucket's
+# objects, committed from `enabled_ns` on, into the journal table; `expiration_days` (null:
+# kept for ever) is how long its rows are kept. Created by migration 0018.
+bucket_journals = sa.Table(
+    "bucket_journals",
+    metadata,
+    sa.Column("project_id", sa.Uuid, primary_key=True),
+    sa.Column("bucket_name", sa.String(63), primary_key=True),
+    sa.Column("enabled_ns", sa.BigInteger, nullable=False),
+    sa.Column("expiration_days", sa.Integer, nullable=True),
 )

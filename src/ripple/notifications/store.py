@@ -27,14 +27,21 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
 from ripple.metabase import Metabase
+from ripple.notifications.changes import audit, record_change
 from ripple.notifications.configuration import (
     Notification,
     notification_from_json,
     notification_to_json,
 )
+from ripple.notifications.journal import Journal, journals
 from ripple.notifications.phase1 import BucketKey
 from ripple.notifications.registry import PROJECT_CONFIGURATION_ID, PROJECT_WIDE, Destination
-from ripple.notifications.schema import bucket_notifications, eventing_changes, topics
+from ripple.notifications.schema import (
+    bucket_journals,
+    bucket_notifications,
+    eventing_changes,
+    topics,
+)
 from ripple.notifications.topics import Topic
 
 __all__ = ["ConfigSnapshot", "EventingStore", "StoredTopic", "topic_arn"]
@@ -70,6 +77,7 @@ class ConfigSnapshot:
     generation: int
     topics: dict[str, StoredTopic]  # by ARN
     notifications: dict[BucketKey, list[Notification]]
+    journals: dict[BucketKey, Journal] = field(default_factory=dict)  # the journaled buckets
 
     def routes(self) -> dict[BucketKey, list[Destination]]:
         """Each bucket's destinations: its notifications whose topic exists, carrying tags
@@ -144,12 +152,12 @@ class EventingStore:
                     .values(arn=arn, push_endpoint=push_endpoint, arguments=args, updated_at_ns=now)
                 )
                 created = old.created_at_ns
-            line = _changed(conn, principal, "update-topic" if old else "create-topic", arn)
+            line = record_change(conn, principal, "update-topic" if old else "create-topic", arn)
             topic = StoredTopic(project_id, name, arn, push_endpoint, dict(arguments), created, now)
             return topic, line
 
         topic, line = self.db.run_write(run)
-        _audit(line)
+        audit(line)
         return topic
 
     def get_topic(self, project_id: uuid.UUID, name: str) -> StoredTopic | None:
@@ -186,10 +194,10 @@ class EventingStore:
                 sa.delete(bucket_notifications).where(bucket_notifications.c.topic_arn == row.arn)
             ).rowcount
             subject = row.arn + (f" and {dropped} notification(s) naming it" if dropped else "")
-            return _changed(conn, principal, "delete-topic", subject)
+            return record_change(conn, principal, "delete-topic", subject)
 
         line = self.db.run_write(run)
-        _audit(line)
+        audit(line)
         return line is not None
 
     # bucket notifications ----------------------------------------------------------------------
@@ -222,9 +230,9 @@ class EventingStore:
                     ],
                 )
             ids = ", ".join(n.id for n in notifications) or "none"
-            return _changed(conn, principal, "put-notifications", f"{bucket}: {ids}")
+            return record_change(conn, principal, "put-notifications", f"{bucket}: {ids}")
 
-        _audit(self.db.run_write(run))
+        audit(self.db.run_write(run))
 
     def notifications(self, project_id: uuid.UUID, bucket: str) -> builtins.list[Notification]:
         with self.db.read() as conn:
@@ -275,10 +283,10 @@ class EventingStore:
                 )
             )
             subject = f"{bucket}: {notification.id}"
-            return old is not None, _changed(conn, principal, "put-notification", subject)
+            return old is not None, record_change(conn, principal, "put-notification", subject)
 
         replaced, line = self.db.run_write(run)
-        _audit(line)
+        audit(line)
         return replaced
 
     def delete_notification(
@@ -292,23 +300,33 @@ class EventingStore:
             ).rowcount
             if not deleted:
                 return None
-            return _changed(conn, principal, "delete-notification", f"{bucket}: {notification_id}")
+            return record_change(
+                conn, principal, "delete-notification", f"{bucket}: {notification_id}"
+            )
 
         line = self.db.run_write(run)
-        _audit(line)
+        audit(line)
         return line is not None
 
     def forget_bucket(self, project_id: uuid.UUID, bucket: str, principal: str) -> None:
-        """The bucket was deleted: so are its notifications."""
+        """The bucket was deleted: so are its notifications and its journal configuration
+        (the journal's rows stay)."""
 
         def run(conn: Connection) -> str | None:
-            if conn.execute(
+            journaled = bucket_journals.c
+            forgotten = conn.execute(
+                sa.delete(bucket_journals).where(
+                    (journaled.project_id == project_id) & (journaled.bucket_name == bucket)
+                )
+            ).rowcount
+            forgotten += conn.execute(
                 sa.delete(bucket_notifications).where(_of(project_id, bucket))
-            ).rowcount:
-                return _changed(conn, principal, "delete-bucket-notifications", bucket)
+            ).rowcount
+            if forgotten:
+                return record_change(conn, principal, "delete-bucket-notifications", bucket)
             return None
 
-        _audit(self.db.run_write(run))
+        audit(self.db.run_write(run))
 
     # what the processes load -----------------------------------------------------------------
 
@@ -317,7 +335,8 @@ class EventingStore:
             return int(conn.execute(sa.select(sa.func.max(eventing_changes.c.id))).scalar() or 0)
 
     def snapshot(self) -> ConfigSnapshot:
-        """Topics and notifications, read in one transaction with their generation."""
+        """Topics, notifications and journals, read in one transaction with their
+        generation."""
         with self.db.read() as conn:
             generation = conn.execute(sa.select(sa.func.max(eventing_changes.c.id))).scalar()
             stored = [_topic(r._mapping) for r in conn.execute(sa.select(topics))]
@@ -328,11 +347,14 @@ class EventingStore:
                     bucket_notifications.c.notification,
                 ).order_by(bucket_notifications.c.created_at_ns, bucket_notifications.c.id)
             ).all()
+            journaled = journals(conn)
         notifications: dict[BucketKey, list[Notification]] = {}
         for row in rows:
             notification = notification_from_json(orjson.loads(row.notification))
             notifications.setdefault((row.project_id, row.bucket_name), []).append(notification)
-        return ConfigSnapshot(int(generation or 0), {t.arn: t for t in stored}, notifications)
+        return ConfigSnapshot(
+            int(generation or 0), {t.arn: t for t in stored}, notifications, journaled
+        )
 
     def changes(self, limit: int = 100) -> builtins.list[dict[str, object]]:
         """The newest changes first: the audit trail."""
@@ -347,29 +369,6 @@ def _of(project_id: uuid.UUID, bucket: str) -> sa.ColumnElement[bool]:
     return (bucket_notifications.c.project_id == project_id) & (
         bucket_notifications.c.bucket_name == bucket
     )
-
-
-# PostgreSQL: changes take this transaction-level advisory lock before drawing their change
-# id, so ids are drawn in commit order and a reader that saw generation N has seen every
-# change up to N. (SQLite runs one write transaction at a time anyway.)
-_CHANGE_LOCK = 0x7269_7070_6C65_0001
-
-
-def _changed(conn: Connection, principal: str, action: str, subject: str) -> str:
-    """Append to the change log (the generation moves); the line to audit once committed."""
-    if conn.dialect.name == "postgresql":
-        conn.execute(sa.select(sa.func.pg_advisory_xact_lock(_CHANGE_LOCK)))
-    conn.execute(
-        sa.insert(eventing_changes).values(
-            at_ns=time.time_ns(), principal=principal, action=action, subject=subject
-        )
-    )
-    return f"eventing configuration: {action} {subject} by {principal}"
-
-
-def _audit(line: str | None) -> None:
-    if line:
-        log.info("%s", line)
 
 
 def _topic(row: sa.RowMapping) -> StoredTopic:

@@ -45,7 +45,11 @@ class ConfigWatcher:
         cls, store: EventingStore, registry: Registry, *, interval_s: float = 1.0
     ) -> ConfigWatcher:
         """A watcher that keeps `registry`'s API configuration current."""
-        return cls(store, lambda s: registry.replace_api(s.routes()), interval_s=interval_s)
+        return cls(
+            store,
+            lambda s: registry.replace_api(s.routes(), s.journals.keys()),
+            interval_s=interval_s,
+        )
 
     def refresh(self, *, force: bool = False) -> ConfigSnapshot | None:
         """Load and apply the configuration if its generation moved; the snapshot if so."""

@@ -65,7 +65,7 @@ class RoutesAndTargets:
             self._build(name, topic, strict=True)
         destinations = self._apply(snapshot)
         self.registry.replace_static(self.phase1)
-        self.registry.replace_api(snapshot.routes())
+        self.registry.replace_api(snapshot.routes(), snapshot.journals.keys())
         return destinations
 
     def check(self) -> bool:
@@ -85,11 +85,11 @@ class RoutesAndTargets:
         snapshot = self.store.snapshot()
         destinations = self._apply(snapshot)
         if self.deliverer is None:
-            self.registry.replace_api(snapshot.routes())
+            self.registry.replace_api(snapshot.routes(), snapshot.journals.keys())
         else:
             with self.deliverer.exclusive():  # no batch routes between the two swaps
                 self.deliverer.reconfigure(destinations.targets, destinations.policies)
-                self.registry.replace_api(snapshot.routes())
+                self.registry.replace_api(snapshot.routes(), snapshot.journals.keys())
         log.info(
             "eventing configuration %d loaded: %d API topics, %d buckets with notifications",
             snapshot.generation,
