@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import re
 from pathlib import Path
 
 import pytest
@@ -14,6 +15,7 @@ from ripple.snapshotter.settings import (
     SnapshotterSettings,
     parse_snapshotter,
     parse_snapshotters,
+    plain_text_refusal,
 )
 
 
@@ -72,6 +74,9 @@ def test_defaults_of_an_empty_table(tmp_path: Path) -> None:
     assert s.address == "127.0.0.1:50051"
     assert s.health_address == "127.0.0.1:9102"
     assert s.page_writers == 2
+    assert (s.tls, s.tls_client_ca, s.allow_plain_text) == (None, None, False)
+    assert (s.tls_ca, s.tls_client_cert, s.tls_client_key) == (None, None, None)
+    assert not s.client_tls
     assert s == SnapshotterSettings.embedded(tmp_path, "archive")
 
 
@@ -105,6 +110,13 @@ def test_every_key_is_parsed(tmp_path: Path) -> None:
         "address": "0.0.0.0:6000",
         "health-address": "0.0.0.0:6001",
         "page-writers": 8,
+        "tls-cert": "/etc/ripple/snapshotter.pem",
+        "tls-key": "/etc/ripple/snapshotter.key",
+        "tls-client-ca": "/etc/ripple/publishers-ca.pem",
+        "allow-plain-text": True,
+        "tls-ca": "/etc/ripple/ca.pem",
+        "tls-client-cert": "/etc/ripple/publisher.pem",
+        "tls-client-key": "/etc/ripple/publisher.key",
     }
     s = parse(table, data_dir=tmp_path)
     assert (s.format, s.compression) == ("ndjson", "gzip")
@@ -128,6 +140,12 @@ def test_every_key_is_parsed(tmp_path: Path) -> None:
     assert s.dead_letter_path == tmp_path / "dl"
     assert (s.address, s.health_address) == ("0.0.0.0:6000", "0.0.0.0:6001")
     assert s.page_writers == 8
+    assert s.tls == (Path("/etc/ripple/snapshotter.pem"), Path("/etc/ripple/snapshotter.key"))
+    assert s.tls_client_ca == Path("/etc/ripple/publishers-ca.pem")
+    assert s.allow_plain_text is True
+    assert s.tls_ca == Path("/etc/ripple/ca.pem")
+    assert s.tls_client_cert == Path("/etc/ripple/publisher.pem")
+    assert s.tls_client_key == Path("/etc/ripple/publisher.key")
     # nothing was left at its default
     defaults = SnapshotterSettings.embedded(tmp_path, "archive")
     for field in table:
@@ -231,6 +249,73 @@ def test_whole_numbers_are_not_truncated(key: str) -> None:
 @pytest.mark.parametrize("key", ["format", "s3-bucket", "address", "path", "key-template"])
 def test_strings_must_be_strings(key: str) -> None:
     assert error({key: 5}).startswith(f"snapshotters.archive.{key} must be a string")
+
+
+@pytest.mark.parametrize(
+    ("table", "message"),
+    [
+        ({"tls-cert": "c.pem"}, r"tls-cert is set but snapshotters\.archive\.tls-key is not"),
+        ({"tls-key": "k.pem"}, r"tls-key is set but snapshotters\.archive\.tls-cert is not"),
+        ({"tls-client-cert": "c.pem"}, r"tls-client-cert is set but .*tls-client-key is not"),
+        ({"tls-client-key": "k.pem"}, r"tls-client-key is set but .*tls-client-cert is not"),
+        ({"tls-client-ca": "ca.pem"}, r"tls-client-ca is set but tls-cert is not"),
+        ({"allow-plain-text": "yes"}, r"allow-plain-text must be true or false"),
+    ],
+)
+def test_tls_settings_that_cannot_work(table: dict, message: str) -> None:
+    assert re.match(rf"snapshotters\.archive\.{message}", error(table))
+
+
+@pytest.mark.parametrize(
+    ("what", "client_tls"),
+    [
+        ({"tls-cert": "c.pem", "tls-key": "k.pem"}, True),  # the server's certificate
+        ({"tls-ca": "ca.pem"}, True),
+        ({"tls-client-cert": "c.pem", "tls-client-key": "k.pem"}, True),
+        ({"tls-cert": "", "tls-key": ""}, False),  # empty: not set
+        ({}, False),
+    ],
+)
+def test_which_settings_make_a_client_use_tls(what: dict, client_tls: bool) -> None:
+    assert parse(what).client_tls is client_tls
+
+
+@pytest.mark.parametrize(
+    ("address", "health_address", "refused"),
+    [
+        ("0.0.0.0:50051", "127.0.0.1:9102", "snapshotters.archive.address 0.0.0.0:50051"),
+        ("[::1]:50051", ":9102", "snapshotters.archive.health-address :9102"),
+        (
+            "snap.example.test:1",
+            "localhost:9102",
+            "snapshotters.archive.address snap.example.test:1",
+        ),
+        ("127.0.0.1:50051", "[::1]:9102", None),
+    ],
+)
+def test_production_refuses_plain_text_off_loopback(
+    address: str, health_address: str, refused: str | None
+) -> None:
+    listening = {"address": address, "health_address": health_address}
+    problem = plain_text_refusal(parse({}), production=True, **listening)
+    if refused is None:
+        assert problem is None
+    else:
+        assert problem is not None
+        assert problem.startswith(f"mode is production and {refused} is off loopback: set ")
+        assert "snapshotters.archive.tls-cert and tls-key" in problem
+        assert "snapshotters.archive.allow-plain-text = true" in problem
+    assert plain_text_refusal(parse({}), production=False, **listening) is None
+    with_tls = parse({"tls-cert": "c.pem", "tls-key": "k.pem"})
+    assert plain_text_refusal(with_tls, production=True, **listening) is None
+
+
+def test_allow_plain_text_is_logged(caplog: pytest.LogCaptureFixture) -> None:
+    allowed = parse({"allow-plain-text": True})
+    listening = {"address": "0.0.0.0:50051", "health_address": "0.0.0.0:9102"}
+    assert plain_text_refusal(allowed, production=True, **listening) is None
+    assert "serving plain text on 0.0.0.0:50051 (snapshotters.archive.address)" in caplog.text
+    assert "snapshotters.archive.allow-plain-text says a proxy" in caplog.text
 
 
 def test_s3_needs_a_bucket() -> None:

@@ -16,8 +16,9 @@ from typing import Any, cast
 
 from ripple.snapshotter.formats import COMPRESSIONS, FORMATS, Compression, Format
 from ripple.snapshotter.keys import DEFAULT_TEMPLATE, KeyTemplate
+from ripple.tls import plain_text_problem
 
-__all__ = ["DEFAULT_NAME", "SnapshotterSettings", "parse_snapshotters"]
+__all__ = ["DEFAULT_NAME", "SnapshotterSettings", "parse_snapshotters", "plain_text_refusal"]
 
 DEFAULT_NAME = "default"
 STORAGES = ("filesystem", "s3")
@@ -57,6 +58,14 @@ class SnapshotterSettings:
     address: str = "127.0.0.1:50051"
     health_address: str = "127.0.0.1:9102"
     page_writers: int = 2
+    # TLS of `ripple snapshot serve` (its gRPC API and health) and of the clients of it
+    tls_cert: Path | None = None
+    tls_key: Path | None = None
+    tls_client_ca: Path | None = None
+    allow_plain_text: bool = False
+    tls_ca: Path | None = None
+    tls_client_cert: Path | None = None
+    tls_client_key: Path | None = None
 
     @classmethod
     def embedded(
@@ -64,6 +73,21 @@ class SnapshotterSettings:
     ) -> SnapshotterSettings:
         """The settings of snapshotter `name` under `data_dir`, with `values` (field names)."""
         return cls(name=name, directory=Path(data_dir) / "snapshots" / name, **values)
+
+    def setting(self, key: str) -> str:
+        """How errors name `key` of this snapshotter: `snapshotters.NAME.KEY`."""
+        return f"snapshotters.{self.name}.{key}"
+
+    @property
+    def tls(self) -> tuple[Path, Path] | None:
+        """The certificate and key the server listens with, or None for plain text."""
+        return (self.tls_cert, self.tls_key) if self.tls_cert and self.tls_key else None
+
+    @property
+    def client_tls(self) -> bool:
+        """Whether a client of this snapshotter connects over TLS: its server has a
+        certificate, or the client is given a CA or a certificate of its own."""
+        return bool(self.tls_cert or self.tls_ca or self.tls_client_cert)
 
     @property
     def pages_path(self) -> Path:
@@ -85,7 +109,9 @@ class SnapshotterSettings:
 _INTS = {"max-events", "max-size-bytes", "max-buffered-bytes", "max-pending-bytes",
          "index-ttl-days", "wal-segment-bytes", "max-retries", "page-writers"}  # fmt: skip
 _FLOATS = {"max-age-seconds", "retry-base-seconds", "retry-max-seconds"}
-_PATHS = {"path", "wal-dir", "dead-letter-dir"}
+_PATHS = {"path", "wal-dir", "dead-letter-dir", "tls-cert", "tls-key", "tls-client-ca", "tls-ca",
+          "tls-client-cert", "tls-client-key"}  # fmt: skip
+_FLAGS = {"allow-plain-text"}
 _NONNEGATIVE = {"index-ttl-days", "max-retries"}
 
 
@@ -110,10 +136,14 @@ def parse_snapshotter(name: str, table: Mapping[str, Any], data_dir: Path) -> Sn
             values[attr] = _number(where, key, value, int)
         elif key in _FLOATS:
             values[attr] = _number(where, key, value, float)
+        elif key in _FLAGS:
+            if not isinstance(value, bool):
+                raise ValueError(f"{where}.{key} must be true or false, got {value!r}")
+            values[attr] = value
         elif not isinstance(value, str):
             raise ValueError(f"{where}.{key} must be a string, got {type(value).__name__}")
         elif key in _PATHS:
-            values[attr] = Path(value)
+            values[attr] = Path(value) if value or not key.startswith("tls-") else None
         elif key == "key-template":
             try:
                 values[attr] = KeyTemplate(value)
@@ -135,7 +165,28 @@ def parse_snapshotter(name: str, table: Mapping[str, Any], data_dir: Path) -> Sn
         raise ValueError(
             f'{where}: index = "postgresql" needs index-url = "postgresql://USER@HOST/DATABASE"'
         )
+    _pair(where, ("tls-cert", settings.tls_cert), ("tls-key", settings.tls_key))
+    _pair(
+        where,
+        ("tls-client-cert", settings.tls_client_cert),
+        ("tls-client-key", settings.tls_client_key),
+    )
+    if settings.tls_client_ca and not settings.tls_cert:
+        raise ValueError(
+            f"{where}.tls-client-ca is set but tls-cert is not: client certificates are "
+            "asked for only over TLS (set tls-cert and tls-key)"
+        )
     return settings
+
+
+def _pair(where: str, cert: tuple[str, Path | None], key: tuple[str, Path | None]) -> None:
+    """A certificate and its key are both set, or neither."""
+    if bool(cert[1]) != bool(key[1]):
+        given, missing = (cert[0], key[0]) if cert[1] else (key[0], cert[0])
+        raise ValueError(
+            f"{where}.{given} is set but {where}.{missing} is not: TLS needs both "
+            f"({cert[0]} and {key[0]})"
+        )
 
 
 def _number(where: str, key: str, value: Any, kind: type[int] | type[float]) -> int | float:
@@ -158,6 +209,28 @@ def _number(where: str, key: str, value: Any, kind: type[int] | type[float]) -> 
 def _choice(where: str, key: str, value: str, allowed: tuple[str, ...]) -> None:
     if value not in allowed:
         raise ValueError(f"{where}.{key} is {value!r}; use one of {', '.join(allowed)}")
+
+
+def plain_text_refusal(
+    settings: SnapshotterSettings, *, production: bool, address: str, health_address: str
+) -> str | None:
+    """Why `ripple snapshot serve` may not listen on `address` (gRPC) and `health_address`
+    without TLS: production mode and one of them off loopback, unless `allow-plain-text`
+    says a proxy in front terminates TLS (logged). None: it may."""
+    if settings.tls is not None:
+        return None
+    for key, listening in (("address", address), ("health-address", health_address)):
+        problem = plain_text_problem(
+            settings.setting(key),
+            listening,
+            production=production,
+            allowed_by=settings.setting("allow-plain-text") if settings.allow_plain_text else "",
+            remedy=f"set {settings.setting('tls-cert')} and tls-key to serve TLS, or "
+            f"{settings.setting('allow-plain-text')} = true behind a proxy that terminates TLS",
+        )
+        if problem is not None:
+            return problem
+    return None
 
 
 def parse_snapshotters(raw: Mapping[str, Any], data_dir: Path) -> dict[str, SnapshotterSettings]:
