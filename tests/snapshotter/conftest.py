@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from ripple.snapshotter.settings import SnapshotterSettings
+from tests.snapshotter.certificates import Pki
 
 
 @pytest.fixture
@@ -20,3 +21,9 @@ def snapshot_settings(tmp_path: Path) -> SnapshotterSettings:
     return SnapshotterSettings.embedded(
         tmp_path, retry_base_seconds=0.01, retry_max_seconds=0.05, max_retries=3
     )
+
+
+@pytest.fixture
+def pki(tmp_path: Path) -> Pki:
+    """The server's and the clients' certificate authorities, and the server's certificate."""
+    return Pki(tmp_path / "pki")

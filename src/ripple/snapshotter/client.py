@@ -6,18 +6,20 @@ write-ahead log. `SnapshotterClient.session()` opens a `PublishStream`: each
 and `close()` ends the stream — the session's disconnect — returning once the snapshotter
 has stored the pages of every writer the session published to. Every gRPC failure is a
 `SnapshotterClientError` whose message is one line: the status code's name, then what the
-server (or gRPC) said.
+server (or gRPC) said. `SnapshotterClient.of(settings)` connects as a snapshotter's settings
+say: over TLS when its server has a certificate or the client has TLS settings.
 """
 
 from __future__ import annotations
 
 import queue
+import ssl
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 import grpc  # type: ignore[import-untyped]
 
-from ripple.snapshotter.grpc_server import SERVICE
+from ripple.snapshotter.grpc_server import SERVICE, read_pem
 from ripple.snapshotter.proto import (
     BatchEvent,
     Event,
@@ -28,8 +30,10 @@ from ripple.snapshotter.proto import (
     PublishStreamResponse,
 )
 from ripple.snapshotter.service import Flushed, Publish, Published
+from ripple.snapshotter.settings import SnapshotterSettings
+from ripple.tls import TlsError
 
-__all__ = ["ClientSession", "SnapshotterClient", "SnapshotterClientError"]
+__all__ = ["ClientSession", "SnapshotterClient", "SnapshotterClientError", "channel_credentials"]
 
 
 class SnapshotterClientError(Exception):
@@ -51,15 +55,55 @@ def _error(e: Any) -> SnapshotterClientError:
     )
 
 
+def channel_credentials(settings: SnapshotterSettings) -> Any | None:
+    """What a client of the snapshotter `settings` describe connects with: None for plain
+    text; else TLS trusting `tls-ca` (default: the system's roots), showing `tls-client-cert`
+    and its key when set. `TlsError` naming the setting whose file cannot be used."""
+    if not settings.client_tls:
+        return None
+    ca = settings.tls_ca
+    roots = None if ca is None else read_pem(ca, settings.setting("tls-ca"), authorities=True)
+    cert, key = settings.tls_client_cert, settings.tls_client_key
+    if cert is None or key is None:
+        return grpc.ssl_channel_credentials(root_certificates=roots)
+    names = settings.setting("tls-client-cert"), settings.setting("tls-client-key")
+    chain, private_key = read_pem(cert, names[0]), read_pem(key, names[1])
+    try:  # a key that is not the certificate's fails here, not as a failed handshake
+        ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT).load_cert_chain(cert, key)
+    except ssl.SSLError as e:
+        raise TlsError(
+            f"cannot use {names[0]} {str(cert)!r} with {names[1]} {str(key)!r}: "
+            f"{e.reason or e} (PEM files, the key matching the certificate)"
+        ) from None
+    return grpc.ssl_channel_credentials(
+        root_certificates=roots, private_key=private_key, certificate_chain=chain
+    )
+
+
 class SnapshotterClient:
     """A channel to the snapshotter at `address` (HOST:PORT); `close()` or `with` ends it.
+    With `credentials` (`channel_credentials`), over TLS.
 
     `timeout` (seconds) bounds each `publish`; `None` waits as long as it takes."""
 
-    def __init__(self, address: str, timeout: float | None = 30.0) -> None:
+    @classmethod
+    def of(
+        cls, settings: SnapshotterSettings, address: str | None = None, timeout: float | None = 30.0
+    ) -> SnapshotterClient:
+        """A client of the snapshotter `settings` describe, at `address` (default: its
+        `address`), over TLS when they say so; `TlsError` for a file it cannot use."""
+        return cls(address or settings.address, timeout, credentials=channel_credentials(settings))
+
+    def __init__(
+        self, address: str, timeout: float | None = 30.0, *, credentials: Any | None = None
+    ) -> None:
         self.address = address
         self.timeout = timeout
-        self._channel = grpc.insecure_channel(address)
+        self._channel = (
+            grpc.insecure_channel(address)
+            if credentials is None
+            else grpc.secure_channel(address, credentials)
+        )
         self._publish = self._channel.unary_unary(
             f"/{SERVICE}/Publish",
             request_serializer=PublishRequest.SerializeToString,

@@ -10,8 +10,8 @@
 
 A check whose `status` is "unhealthy" answers 503, any other 200, so a load balancer or
 an orchestrator's probe can use the code alone. `HealthServer` runs the app with uvicorn on
-a thread, on a socket bound before it starts (port 0: any free port), as the S3 gateway
-does (`ripple.gateway.server`).
+a thread, on a socket bound before it starts (port 0: any free port), over HTTPS with a
+certificate, as the S3 gateway does (`ripple.gateway.server`).
 """
 
 from __future__ import annotations
@@ -29,6 +29,7 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from ripple.snapshotter.service import Snapshotter
+from ripple.tls import Certificate
 
 __all__ = ["HealthServer", "HealthServerError", "create_app", "overall"]
 
@@ -106,19 +107,25 @@ def bind(address: str) -> socket.socket:
 
 class HealthServer:
     """The app of `create_app` on `address`, bound at once (`HealthServerError`), served on
-    a thread from `start()` until `stop()`."""
+    a thread from `start()` until `stop()`; with `tls`, over HTTPS with that certificate
+    (its `reload` reaches the next connection). Handshakes run on the event loop, so a slow
+    client holds up no other."""
 
-    def __init__(self, snapshotter: Snapshotter, address: str) -> None:
+    def __init__(
+        self, snapshotter: Snapshotter, address: str, tls: Certificate | None = None
+    ) -> None:
         self.socket = bind(address)
         host, port = self.socket.getsockname()[:2]
         self.port: int = port
-        self.url = f"http://[{host}]:{port}" if ":" in host else f"http://{host}:{port}"
+        scheme = "http" if tls is None else "https"
+        self.url = f"{scheme}://[{host}]:{port}" if ":" in host else f"{scheme}://{host}:{port}"
         config = uvicorn.Config(
             create_app(snapshotter),
             log_level="warning",
             access_log=False,
             lifespan="off",
             timeout_graceful_shutdown=2,
+            ssl_context_factory=None if tls is None else lambda _config, _default: tls.context,
         )
         self.server = uvicorn.Server(config)
         self._thread: threading.Thread | None = None
