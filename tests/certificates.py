@@ -34,9 +34,17 @@ def trusting(ca_file: Path) -> ssl.SSLContext:
     return ssl.create_default_context(cafile=str(ca_file))
 
 
-def served_serial(port: int, ca_file: Path) -> int:
-    """The serial number of the certificate a new connection to `port` is shown."""
+def served_serial(
+    port: int, ca_file: Path, *, mine: tuple[Path, Path] | None = None, alpn: str | None = None
+) -> int:
+    """The serial number of the certificate a new connection to 127.0.0.1:`port` is shown;
+    with `mine` (a certificate and its key), showing one to a server that asks; with `alpn`,
+    offering that protocol (gRPC's is `h2`)."""
     context = trusting(ca_file)
+    if alpn is not None:
+        context.set_alpn_protocols([alpn])
+    if mine is not None:
+        context.load_cert_chain(*mine)
     with (
         socket.create_connection(("127.0.0.1", port), timeout=10) as raw,
         context.wrap_socket(raw, server_hostname="127.0.0.1") as tls,
@@ -49,3 +57,15 @@ def served_serial(port: int, ca_file: Path) -> int:
 
 def serial_of(cert: Path) -> int:
     return x509.load_pem_x509_certificate(cert.read_bytes()).serial_number
+
+
+class Pki:
+    """Under `directory`: the server's authority (`ca`, `ca_file`) and certificate (`cert`,
+    `key`), and the authority of client certificates (`clients`, `clients_file`)."""
+
+    def __init__(self, directory: Path) -> None:
+        directory.mkdir(parents=True)
+        self.directory = directory
+        self.ca, self.ca_file = authority(directory, "ca")
+        self.cert, self.key = issue(self.ca, directory, "server")
+        self.clients, self.clients_file = authority(directory, "clients-ca")

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from ripple.snapshotter.settings import SnapshotterSettings
-from tests.snapshotter.certificates import Pki
+from tests.certificates import Pki
 
 
 @pytest.fixture

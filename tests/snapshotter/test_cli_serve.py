@@ -24,9 +24,9 @@ from ripple.snapshotter.pages import decode
 from ripple.snapshotter.service import Snapshotter
 from ripple.snapshotter.settings import SnapshotterSettings, parse_snapshotter
 from tests import ripple_process
+from tests.certificates import Pki, issue, serial_of, served_serial
 from tests.ports import free_port
 from tests.ripple_process import RippleProcess, table_rows
-from tests.snapshotter.certificates import Pki, https_serial, issue, serial_of, served_serial
 from tests.waiting import wait_for
 
 # the command as `ripple snapshot serve` will run it, before it is mounted in `ripple`
@@ -176,16 +176,20 @@ def test_serves_tls_and_reloads_its_certificate_on_sighup(tmp_path: Path, pki: P
             assert kept.publish("w", b"before").message_id == "0-0"
             mine = (client_cert, client_key)
             first = serial_of(pki.cert)
-            assert served_serial(port, pki.ca_file, mine) == first
+            assert served_serial(port, pki.ca_file, mine=mine, alpn="h2") == first
             new_cert, new_key = issue(pki.ca, pki.directory, "rotated")
             os.replace(new_cert, pki.cert)
             os.replace(new_key, pki.key)
             os.kill(process.process.pid, signal.SIGHUP)
             wait_for(
-                lambda: served_serial(port, pki.ca_file, mine) == serial_of(pki.cert) != first,
+                lambda: (
+                    served_serial(port, pki.ca_file, mine=mine, alpn="h2")
+                    == serial_of(pki.cert)
+                    != first
+                ),
                 what="the rotated certificate on gRPC",
             )
-            assert https_serial(health_port, pki.ca_file) == serial_of(pki.cert)
+            assert served_serial(health_port, pki.ca_file) == serial_of(pki.cert)
             kept.publish("w", b"after")  # the connection open across the reload
         assert process.interrupt() == 0, process.stderr
     assert "snapshotter stopped: 1 page written on shutdown" in process.stdout

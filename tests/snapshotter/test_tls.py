@@ -20,7 +20,7 @@ from ripple.snapshotter.health import HealthServer
 from ripple.snapshotter.service import Snapshotter
 from ripple.snapshotter.settings import SnapshotterSettings, parse_snapshotter
 from ripple.tls import TlsError
-from tests.snapshotter.certificates import Pki, authority, issue, serial_of, served_serial
+from tests.certificates import Pki, authority, issue, serial_of, served_serial
 
 
 @pytest.fixture
@@ -141,15 +141,17 @@ def test_a_rotated_certificate_reaches_the_next_connection(
     tls = loaded(settings(pki))
     with serving(snapshotter, tls) as port:
         first = serial_of(pki.cert)
-        assert served_serial(port, pki.ca_file) == first
+        assert served_serial(port, pki.ca_file, alpn="h2") == first
         with client(port, pki, **{"tls-ca": str(pki.ca_file)}) as kept:  # open across it
             kept.publish("w", b"before")
             new_cert, new_key = issue(pki.ca, pki.directory, "rotated")
             os.replace(new_cert, pki.cert)
             os.replace(new_key, pki.key)
-            assert served_serial(port, pki.ca_file) == first  # nothing read before a reload
+            assert (
+                served_serial(port, pki.ca_file, alpn="h2") == first
+            )  # nothing read before a reload
             assert tls.reload()
-            assert served_serial(port, pki.ca_file) == serial_of(pki.cert) != first
+            assert served_serial(port, pki.ca_file, alpn="h2") == serial_of(pki.cert) != first
             kept.publish("w", b"after")
 
 
@@ -162,7 +164,7 @@ def test_a_broken_certificate_on_reload_keeps_the_one_served(
         new_cert, _ = issue(pki.ca, pki.directory, "rotated")
         os.replace(new_cert, pki.cert)  # its key not yet
         assert not tls.reload()
-        assert served_serial(port, pki.ca_file) == served
+        assert served_serial(port, pki.ca_file, alpn="h2") == served
 
 
 def test_files_that_cannot_be_used_name_their_setting(pki: Pki) -> None:
