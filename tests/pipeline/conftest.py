@@ -83,14 +83,21 @@ def running_pipeline(
     max_records: int = 50_000,
     policy: RetryPolicy | None = None,
     configured: Mapping[str, Topic] | None = None,
+    journal: Path | None = None,
 ) -> Iterator[RunningPipeline]:
     """The pipeline in a thread until the block ends; an error in it fails the test. The
     workers route by the registry's routes as they are at the start and deliver to
     `targets`; with `configured` topics (a configuration file's), they follow the API
-    configuration, as `ripple pipeline run` does (`targets` and the registry are ignored)."""
+    configuration, as `ripple pipeline run` does (`targets` and the registry are ignored).
+    With `journal`, journaled buckets' events are written to that journal location."""
     policy = policy or RetryPolicy(base_delay_s=0.01, max_delay_s=0.2)
     settings = JobSettings(
-        url, checkpoint, master="local[2]", max_records_per_batch=max_records, drain_interval_s=0.1
+        url,
+        checkpoint,
+        master="local[2]",
+        max_records_per_batch=max_records,
+        drain_interval_s=0.1,
+        journal_location=str(journal or ""),
     )
     if configured is not None:
         setup = worker_setup(settings, topics=dict(configured), default_policy=policy)

@@ -78,11 +78,14 @@ def notify(client: Any, bucket: str, arn: str, notification_id: str, prefix: str
 
 
 @contextmanager
-def pipeline(db: Metabase, checkpoint: Path) -> Iterator[RunningPipeline]:
-    """The pipeline in a thread, following the API's configuration, until the block ends."""
+def pipeline(
+    db: Metabase, checkpoint: Path, journal: Path | None = None
+) -> Iterator[RunningPipeline]:
+    """The pipeline in a thread, following the API's configuration, until the block ends
+    (with `journal`, writing the journal there)."""
     policy = RetryPolicy(base_delay_s=0.01, max_delay_s=0.2)
     url = db.url.render_as_string(hide_password=False)
     with running_pipeline(
-        url, checkpoint, Registry(), {}, db.writer, policy=policy, configured={}
+        url, checkpoint, Registry(), {}, db.writer, policy=policy, configured={}, journal=journal
     ) as deliverer:
         yield deliverer

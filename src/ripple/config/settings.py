@@ -185,6 +185,15 @@ class Settings:
         "(`hdfs://…`, `s3a://…`) that every start of the driver sees",
         default_is="`<data-dir>/checkpoint`",
     )
+    journal_location: str = setting(
+        "journal.location",
+        "RIPPLE_JOURNAL_LOCATION",
+        Text(),
+        "",
+        "where the pipeline writes the journal of journaled buckets (`<location>/journal`, "
+        "Parquet): a local directory or any Hadoop path ([journal.md](journal.md))",
+        default_is="`<data-dir>/journal`",
+    )
     bucket_eventing_buckets: str = setting(
         "bucket-eventing.buckets",
         "RIPPLE_BUCKET_EVENTING_BUCKETS",
@@ -321,6 +330,11 @@ class Settings:
         """The certificate and key files the pipeline's metrics are served over HTTPS with,
         or None for plain HTTP; `ConfigError` when only one of the two is set."""
         return _tls_files(self.metrics_tls_cert, self.metrics_tls_key, "metrics")
+
+    @property
+    def effective_journal_location(self) -> str:
+        """`journal.location`, or `<data-dir>/journal` (absolute)."""
+        return self.journal_location or str((self.data_dir / "journal").resolve())
 
     @property
     def effective_region(self) -> str:

@@ -147,6 +147,10 @@ class Registry:
         key = (project_id, bucket_name)
         return key in self._routes or key in self._journaled
 
+    def is_journaled(self, project_id: uuid.UUID, bucket_name: str) -> bool:
+        """Does the journal take this bucket's events?"""
+        return (project_id, bucket_name) in self._journaled
+
     def destinations(self, project_id: uuid.UUID, bucket_name: str) -> list[Destination]:
         """The bucket's destinations; empty when it has no eventing."""
         return list(self._routes.get((project_id, bucket_name), ()))

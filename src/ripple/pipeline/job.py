@@ -43,6 +43,7 @@ from ripple.changestream.reader import DEFAULT_STREAM, PROJECT_STREAM
 from ripple.events import EventSettings
 from ripple.pipeline import metrics
 from ripple.pipeline.deliveries import DELIVERIES, delivery_source
+from ripple.pipeline.journal import JournalQuery
 from ripple.pipeline.leases import close_leases, open_leases
 from ripple.pipeline.outcomes import SPARK_OUTCOME_SCHEMA, Summary, rows_of
 from ripple.pipeline.queue import RetryQueue
@@ -70,6 +71,8 @@ class JobSettings:
     spark_conf: dict[str, str] = field(default_factory=dict)
     # the address the driver binds to and executors reach it at (loopback: local only)
     driver_host: str = "127.0.0.1"
+    # where the journal's tables are (docs/journal.md); "" writes no journal
+    journal_location: str = ""
 
 
 BatchHandler = Callable[[DataFrame, int], None]
@@ -315,6 +318,20 @@ def start_one_by_one(
         wait_until_started(query, stop)
 
 
+def journal_started(
+    journal: JournalQuery, queries: list[StreamingQuery], stop: threading.Event
+) -> bool:
+    """Start the journal's query if a bucket is journaled and it is not running (adding it
+    to `queries`); False when it was running and has ended (failed)."""
+    if journal.query is not None:
+        return bool(journal.query.isActive)
+    started = journal.start_if_journaled()
+    if started is not None:
+        queries.append(started)
+        wait_until_started(started, stop)
+    return True
+
+
 def worker_setup(settings: JobSettings, **parts: Any) -> WorkerSetup:
     """The setup the job's workers build their routes and targets from: the job's
     metabase and event settings, a new run id, and `parts` (`WorkerSetup`'s other fields)."""
@@ -344,6 +361,7 @@ def run(
     queues = QueueWatch(engine)
     activity = Activity()
     queries: list[StreamingQuery] = []
+    journal: JournalQuery | None = None
     leases = 0
     try:
         leases = open_leases(engine, DEFAULT_STREAM)
@@ -359,6 +377,15 @@ def run(
             queries,
         )
         query, bucket_query = queries
+        journal = JournalQuery(
+            spark,
+            url=settings.database_url,
+            events=settings.events,
+            location=settings.journal_location,
+            checkpoint=f"{checkpoint_root(settings)}/journal",
+            max_records_per_batch=settings.max_records_per_batch,
+        )
+        journal_started(journal, queries, stop)
         if on_started is not None:
             on_started(query)
         failure: BaseException | None
@@ -367,6 +394,8 @@ def run(
                 if query.awaitTermination(settings.drain_interval_s):  # type: ignore[arg-type]
                     break
                 if not bucket_query.isActive:
+                    break
+                if not journal_started(journal, queries, stop):
                     break
                 try:
                     if queues.due():
@@ -378,7 +407,11 @@ def run(
                         activity.ran()
                 except sa.exc.SQLAlchemyError as e:  # the database away: the batches fail
                     log.warning("cannot read the retry queues: %s", str(e).splitlines()[0])
-            failure = query.exception() or bucket_query.exception()
+            failure = (
+                query.exception()
+                or bucket_query.exception()
+                or (journal.query.exception() if journal.query is not None else None)
+            )
         except (StreamingQueryException, Py4JError, ConnectionError) as e:
             failure = e
         if failure is not None:
@@ -404,6 +437,8 @@ def run(
                 log.warning("Spark was gone when the query stopped: %s", type(e).__name__)
                 stopped.append(e)
         engine.dispose()
+        if journal is not None:
+            journal.close()
         served.stop()
         if stopped and not stop.is_set() and sys.exc_info()[1] is None:
             raise stopped[0]  # unless stopping, or another failure is already on its way

@@ -122,7 +122,9 @@ def route_table(events: pa.Table, registry: Registry, batch_id: int) -> Routed:
         where = PROJECT_WIDE if bucket_events else bucket
         destinations = registry.destinations(uuid.UUID(project), where)
         if not destinations:
-            if not bucket_events:  # bucket events are only for projects that asked for them
+            # bucket events are only for projects that asked for them; a journaled bucket's
+            # events may be only the journal's (ripple.pipeline.journal)
+            if not bucket_events and not registry.is_journaled(uuid.UUID(project), bucket):
                 _unrouted(columns, at)
                 routed.unrouted += len(at)
             continue

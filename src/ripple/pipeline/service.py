@@ -128,6 +128,7 @@ class Pipeline:
             trigger_interval=trigger_interval,
             lease_s=lease_s,
             driver_host=settings.spark_driver_host,
+            journal_location=settings.effective_journal_location,
         )
         setup = worker_setup(
             job,

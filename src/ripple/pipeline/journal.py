@@ -1,0 +1,242 @@
+"""The bucket journal: every event of a journaled bucket's objects as a row of a Parquet
+table Spark SQL reads (docs/journal.md). A streaming query of its own over the objects'
+change stream (consumer `journal`): the pipeline's transform maps the records to events
+(`BatchMapper`, one Arrow batch at a time), keeps those of journaled buckets committed since
+their journal was enabled, and Spark's file sink writes them, partitioned by date and
+bucket, one atomic commit per micro-batch: the sink's log (`_spark_metadata`) lists the
+files of each committed batch, so a batch run again after a crash never doubles a row for a
+reader of the table's root. Columns: `JOURNAL_COLUMNS`, after Amazon S3 Metadata's journal.
+
+The query starts once a bucket is journaled (`JournalQuery.start_if_journaled`), so a
+pipeline without journals reads the stream once, not twice.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable, Iterator
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import sqlalchemy as sa
+from pyspark.sql import Column, DataFrame, SparkSession
+from pyspark.sql import functions as F
+from pyspark.sql.pandas.types import from_arrow_schema
+from pyspark.sql.streaming.query import StreamingQuery
+
+from ripple.changestream.reader import DEFAULT_STREAM
+from ripple.events import EventSettings
+from ripple.notifications.schema import bucket_journals
+from ripple.pipeline.source import NAME as CHANGE_STREAM
+from ripple.pipeline.source import engine_for
+from ripple.pipeline.transform import EVENT_SCHEMA, BatchMapper, Owners
+
+__all__ = ["CONSUMER", "JOURNAL_COLUMNS", "JournalQuery", "journal_events", "journal_table"]
+
+log = logging.getLogger(__name__)
+
+CONSUMER = "journal"  # the change stream's consumer whose offsets the journal query keeps
+QUERY_NAME = "ripple-journal"
+TRIGGER = "500 milliseconds"  # a row is visible to readers about a second after its write
+CHECK_EVERY_S = 2.0  # how often a pipeline without a journal query looks for a journal
+PARTITIONS = ("record_date", "bucket")  # the table's directories: a day's, then a bucket's
+
+# The journal's columns as a reader sees them (Amazon S3 Metadata's journal table, and the
+# S3 event's name), the partition columns last, as Spark reads them.
+JOURNAL_COLUMNS = (
+    "key",
+    "sequence_number",
+    "record_type",
+    "record_timestamp",
+    "version_id",
+    "is_delete_marker",
+    "size",
+    "last_modified_date",
+    "e_tag",
+    "requester",
+    "source_ip_address",
+    "request_id",
+    "user_metadata",
+    "object_tags",
+    "event_name",
+    *PARTITIONS,
+)
+
+# what the columns take from an S3 event record (the rest comes from the event's row)
+_MESSAGE = (
+    "eventTime string, userIdentity struct<principalId: string>, "
+    "requestParameters struct<sourceIPAddress: string>, responseElements map<string, string>, "
+    "s3 struct<object: struct<size: bigint, eTag: string>>"
+)
+_DELETE_MARKERS = ("ObjectRemoved:DeleteMarkerCreated", "LifecycleExpiration:DeleteMarkerCreated")
+
+
+def journal_table(location: str) -> str:
+    """Where the journal table is under the journal location."""
+    return f"{location.rstrip('/')}/journal"
+
+
+def journaled_since(url: str, engine: sa.Engine | None = None) -> dict[tuple[str, str], int]:
+    """(project id, bucket) → when its journal was enabled (ns), for every journaled
+    bucket."""
+    owned = engine is None
+    engine = engine or engine_for(url)
+    try:
+        with engine.connect() as conn:
+            c = bucket_journals.c
+            rows = conn.execute(sa.select(c.project_id, c.bucket_name, c.enabled_ns)).all()
+    finally:
+        if owned:
+            engine.dispose()
+    return {(str(r.project_id), r.bucket_name): r.enabled_ns for r in rows}
+
+
+def journal_events(
+    url: str, settings: EventSettings
+) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
+    """The `mapInArrow` function: a task's change records → the events (EVENT_SCHEMA) of
+    journaled buckets committed since their journal was enabled; a rename's once, as one
+    event (`single`). The journaled buckets are read after the records, so a record
+    committed after a journal was enabled always finds it."""
+
+    def transform(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        owners = Owners(url)
+        mapper = BatchMapper(owners, settings, "objects")
+        engine = engine_for(url)  # the task's, for the journaled buckets
+        try:
+            for batch in batches:
+                events = mapper.map(batch)
+                if events.num_rows:
+                    kept = keep_journaled(events, journaled_since(url, engine))
+                    if kept.num_rows:
+                        yield kept
+            mapper.finish()
+        finally:
+            owners.close()
+            engine.dispose()
+
+    return transform
+
+
+def keep_journaled(events: pa.RecordBatch, since: dict[tuple[str, str], int]) -> pa.RecordBatch:
+    """The events (EVENT_SCHEMA) of buckets journaled since (ns) before their commit, a
+    rename's single event only."""
+    if not since:
+        return events.slice(0, 0)
+    projects = events.column("project_id").to_pylist()
+    buckets = events.column("bucket").to_pylist()
+    enabled = np.array(
+        [since.get((p, b), -1) for p, b in zip(projects, buckets, strict=True)], dtype=np.int64
+    )
+    commit = events.column("commit_ns").to_numpy(zero_copy_only=False)
+    keep = (enabled >= 0) & (commit >= enabled)
+    rename = events.column("rename")
+    one_way = pc.fill_null(pc.not_equal(rename, "s3"), True)  # no rename, or its single event
+    mask = pa.array(keep) if rename.null_count == len(rename) else pc.and_(pa.array(keep), one_way)
+    return events.filter(mask)
+
+
+def journal_rows(events: DataFrame) -> DataFrame:
+    """Event rows (EVENT_SCHEMA) → journal rows (JOURNAL_COLUMNS), in Spark."""
+    message = F.from_json(F.col("message").cast("string"), _MESSAGE)
+    name = F.col("event_name")
+    timestamp = F.to_timestamp(message["eventTime"])
+    record_type = (
+        F.when(name.startswith("ObjectCreated:"), F.lit("CREATE"))
+        .when(
+            name.startswith("ObjectRemoved:") | name.startswith("LifecycleExpiration:"),
+            F.lit("DELETE"),
+        )
+        .otherwise(F.lit("UPDATE_METADATA"))
+    )
+    columns: dict[str, Column] = {
+        "key": F.col("key"),
+        "sequence_number": F.col("sequencer"),
+        "record_type": record_type,
+        "record_timestamp": timestamp,
+        "version_id": F.col("version_id"),
+        "is_delete_marker": name.isin(*_DELETE_MARKERS),
+        "size": message["s3"]["object"]["size"],
+        "last_modified_date": F.when(record_type == "CREATE", timestamp),
+        "e_tag": message["s3"]["object"]["eTag"],
+        "requester": message["userIdentity"]["principalId"],
+        "source_ip_address": message["requestParameters"]["sourceIPAddress"],
+        "request_id": message["responseElements"]["x-amz-request-id"],
+        "user_metadata": F.from_json(F.col("metadata"), "map<string, string>"),
+        "object_tags": F.from_json(F.col("tags"), "map<string, string>"),
+        "event_name": name,
+        "record_date": F.to_date(timestamp),
+        "bucket": F.col("bucket"),
+    }
+    return events.select(*(columns[name].alias(name) for name in JOURNAL_COLUMNS))
+
+
+class JournalQuery:
+    """The journal's streaming query in a pipeline run: started once a bucket is journaled
+    (checked every CHECK_EVERY_S by the driver's loop), then running until the job stops."""
+
+    def __init__(
+        self,
+        spark: SparkSession,
+        *,
+        url: str,
+        events: EventSettings,
+        location: str,
+        checkpoint: str,
+        max_records_per_batch: int,
+    ) -> None:
+        self.spark = spark
+        self.url = url
+        self.events = events
+        self.location = location
+        self.checkpoint = checkpoint
+        self.max_records = max_records_per_batch
+        self.query: StreamingQuery | None = None
+        self._engine: sa.Engine | None = None
+        self._checked = -float("inf")
+
+    def start_if_journaled(self) -> StreamingQuery | None:
+        """Start the query if it is not running and a bucket is journaled (looked up at
+        most every CHECK_EVERY_S); the query, once started."""
+        if self.query is not None or not self.location:
+            return self.query
+        now = time.monotonic()
+        if now - self._checked < CHECK_EVERY_S:
+            return None
+        self._checked = now
+        if self._engine is None:
+            self._engine = engine_for(self.url)
+        if not journaled_since(self.url, self._engine):
+            return None
+        self.query = self.start()
+        log.info("journal: writing journaled buckets' events to %s", self.location)
+        return self.query
+
+    def start(self) -> StreamingQuery:
+        records = (
+            self.spark.readStream.format(CHANGE_STREAM)
+            .option("url", self.url)
+            .option("stream", DEFAULT_STREAM)
+            .option("consumer", CONSUMER)
+            .option("maxRecordsPerBatch", str(self.max_records))
+            .load()
+        )
+        events = records.mapInArrow(
+            journal_events(self.url, self.events), from_arrow_schema(EVENT_SCHEMA)
+        )
+        return (
+            journal_rows(events)
+            .writeStream.format("parquet")
+            .option("path", journal_table(self.location))
+            .option("checkpointLocation", self.checkpoint)
+            .partitionBy(*PARTITIONS)
+            .trigger(processingTime=TRIGGER)
+            .queryName(QUERY_NAME)
+            .start()
+        )
+
+    def close(self) -> None:
+        if self._engine is not None:
+            self._engine.dispose()

@@ -1,0 +1,68 @@
+"""Which events the journal keeps (`keep_journaled`): a journaled bucket's, committed at or
+after its journal was enabled, a rename's single event and not its removed-and-created
+pair; and that a pipeline starts the journal's query only once a bucket is journaled."""
+
+from __future__ import annotations
+
+import uuid
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+
+from ripple.metabase import Metabase, create_project
+from ripple.notifications.journal import JournalStore
+from ripple.pipeline import journal as journal_module
+from ripple.pipeline.journal import JournalQuery, keep_journaled
+from ripple.pipeline.transform import EVENT_SCHEMA
+
+PROJECT = str(uuid.uuid4())
+
+
+def events(*rows: tuple[str, int, str | None]) -> pa.RecordBatch:
+    """Events of (bucket, commit ns, rename) in PROJECT."""
+    columns: dict[str, list[Any]] = {name: [None] * len(rows) for name in EVENT_SCHEMA.names}
+    columns["project_id"] = [PROJECT] * len(rows)
+    columns["bucket"] = [bucket for bucket, _, _ in rows]
+    columns["commit_ns"] = [ns for _, ns, _ in rows]
+    columns["rename"] = [rename for _, _, rename in rows]
+    columns["key"] = [f"k{i}" for i in range(len(rows))]
+    return pa.RecordBatch.from_pydict(columns, schema=EVENT_SCHEMA)
+
+
+def test_a_journaled_buckets_events_since_it_was_enabled_are_kept() -> None:
+    batch = events(
+        ("photos", 99, None),  # before the journal
+        ("photos", 100, None),
+        ("photos", 101, "s3"),  # a rename's removed + created pair
+        ("photos", 101, "s3"),
+        ("photos", 101, "single"),  # the same rename as one event
+        ("other", 200, None),  # no journal
+    )
+    kept = keep_journaled(batch, {(PROJECT, "photos"): 100})
+    assert kept.column("key").to_pylist() == ["k1", "k4"]
+    assert keep_journaled(batch, {}).num_rows == 0
+    assert keep_journaled(events(("photos", 100, None)), {(PROJECT, "photos"): 100}).num_rows == 1
+
+
+class Started(JournalQuery):
+    """A journal query that records its start instead of asking Spark."""
+
+    def start(self) -> Any:
+        return "started"
+
+
+def test_the_query_starts_once_a_bucket_is_journaled(
+    db: Metabase, tmp_path: Path, monkeypatch: Any
+) -> None:
+    monkeypatch.setattr(journal_module, "CHECK_EVERY_S", 0.0)
+    url = db.url.render_as_string(hide_password=False)
+    common = {"url": url, "events": None, "checkpoint": str(tmp_path / "cp")}
+    query = Started(None, location=str(tmp_path), max_records_per_batch=10, **common)  # type: ignore[arg-type]
+    assert query.start_if_journaled() is None
+    project = create_project(db, "alice")
+    JournalStore(db).put(project.id, "photos", None, "alice")
+    assert query.start_if_journaled() == "started"
+    nowhere = Started(None, location="", max_records_per_batch=10, **common)  # type: ignore[arg-type]
+    assert nowhere.start_if_journaled() is None  # no journal location: never
+    query.close()
