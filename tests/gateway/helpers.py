@@ -1,7 +1,7 @@
 """What the gateway's tests share besides the fixtures of conftest.py: boto3 clients (for a
 gateway in a process of its own, another user, nobody), boto3's errors read, objects and
 data files as the metabase and the disk hold them, topics and notifications set up the way
-boto3 cannot, and the pubsub REST API signed."""
+boto3 cannot, requests boto3 has no operation for, and the pubsub REST API signed."""
 
 from __future__ import annotations
 
@@ -116,6 +116,30 @@ def signed_put(gateway: Running, path: str, body: bytes) -> httpx.Response:
         request
     )
     return httpx.put(gateway.url + path, content=body, headers=dict(request.headers.items()))
+
+
+def signed_request(
+    gateway: Running,
+    method: str,
+    path: str,
+    body: bytes = b"",
+    *,
+    access_key: str | None = None,
+    secret: str | None = None,
+) -> httpx.Response:
+    """Any request, signed (by the gateway's user unless another key is given), for what
+    boto3 has no operation for; the body is sent as UNSIGNED-PAYLOAD."""
+    request = AWSRequest(
+        method=method,
+        url=gateway.url + path,
+        data=body,
+        headers={"x-amz-content-sha256": "UNSIGNED-PAYLOAD"},
+    )
+    credentials = Credentials(access_key or gateway.key.access_key_id, secret or gateway.secret)
+    S3SigV4Auth(credentials, "s3", REGION).add_auth(request)
+    return httpx.request(
+        method, gateway.url + path, content=body, headers=dict(request.headers.items())
+    )
 
 
 def with_tag_rules(s3: Any, rules: list[tuple[str, str]]) -> None:

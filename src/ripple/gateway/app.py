@@ -37,6 +37,7 @@ from ripple.gateway import (  # noqa: F401
     copy_object,
     delete_objects,
     get_object,
+    journal,
     lifecycle,
     listing,
     multipart,

@@ -44,6 +44,7 @@ STATUS: dict[str, int] = {
     "MissingContentLength": 411,
     "MissingSecurityHeader": 400,
     "NoSuchBucket": 404,
+    "NoSuchJournalConfiguration": 404,  # ripple's: a bucket without a journal
     "NoSuchKey": 404,
     "NoSuchNotification": 404,
     "NoSuchObjectLockConfiguration": 404,

@@ -32,6 +32,7 @@ from ripple.gateway.together import Together
 from ripple.metabase import BucketLocation, Metabase, Object, ObjectLocation
 from ripple.metabase.acl import BucketOwner, bucket_owner_by_name
 from ripple.metabase.rows import MAX_KEY_BYTES
+from ripple.notifications.journal import JournalStore
 from ripple.notifications.registry import Registry
 from ripple.notifications.store import EventingStore
 from ripple.notifications.watcher import ConfigWatcher
@@ -117,6 +118,7 @@ class Services:
     # topics may carry credentials in their push endpoint over plain HTTP
     allow_secrets_in_cleartext: bool = False
     eventing: EventingStore = field(init=False)
+    journals: JournalStore = field(init=False)  # the buckets' journal configurations
     watcher: ConfigWatcher = field(init=False)
     owners: BucketOwners = field(init=False)  # who holds each bucket name
     workers: threads.Workers = field(init=False)  # the metabase threads (`S3Request.run`)
@@ -131,6 +133,7 @@ class Services:
         self.commits = Together(self.workers, self.db.write_together, flights=flights, most=most)
         self.reads = Together(self.workers, self.db.read_together, flights=flights)
         self.eventing = EventingStore(self.db)
+        self.journals = JournalStore(self.db)
         self.owners = BucketOwners(self.db)
         self.watcher = ConfigWatcher.for_registry(
             self.eventing, self.registry, interval_s=CONFIG_POLL_S

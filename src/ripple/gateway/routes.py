@@ -44,6 +44,7 @@ SUBRESOURCES = frozenset(
         "encryption",
         "intelligent-tiering",
         "inventory",
+        "journal",  # ripple's own: the bucket journal (gateway.journal)
         "legal-hold",
         "lifecycle",
         "list-type",
