@@ -27,6 +27,7 @@ COMMANDS = {
     "changestream": "ripple.cli.changestream:changestream",
     "metabase": "ripple.cli.metabase:metabase_group",
     "lifecycle": "ripple.cli.lifecycle:lifecycle",
+    "journal": "ripple.cli.journal:journal",
     "pipeline": "ripple.cli.pipeline:pipeline",
     "subscription": "ripple.cli.subscription:subscription",
     "deadletter": "ripple.cli.deadletter:deadletter",

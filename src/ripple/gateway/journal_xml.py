@@ -22,7 +22,6 @@ on S3 Metadata's journal table configuration:
 from __future__ import annotations
 
 import xml.etree.ElementTree as ET
-from datetime import UTC, datetime
 from typing import Final
 
 from ripple.gateway import xml
@@ -60,14 +59,8 @@ def journal_configuration_xml(journal: Journal) -> bytes:
     else:
         xml.add(expiration, "Expiration", ENABLED)
         xml.add(expiration, "Days", journal.expiration_days)
-    xml.add(root, "EnabledTime", enabled_time(journal.enabled_ns))
+    xml.add(root, "EnabledTime", journal.enabled_at)
     return xml.render(root)
-
-
-def enabled_time(enabled_ns: int) -> datetime:
-    """The journal's start as a UTC datetime (to the microsecond, without float rounding)."""
-    seconds, nanoseconds = divmod(enabled_ns, 1_000_000_000)
-    return datetime.fromtimestamp(seconds, UTC).replace(microsecond=nanoseconds // 1000)
 
 
 def _parse(body: bytes) -> ET.Element:

@@ -8,6 +8,7 @@ from __future__ import annotations
 import time
 import uuid
 from dataclasses import dataclass
+from datetime import UTC, datetime
 
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
@@ -32,6 +33,12 @@ class Journal:
 
     enabled_ns: int
     expiration_days: int | None = None
+
+    @property
+    def enabled_at(self) -> datetime:
+        """`enabled_ns` in UTC, to the microsecond (no rounding through a float)."""
+        seconds, nanoseconds = divmod(self.enabled_ns, 1_000_000_000)
+        return datetime.fromtimestamp(seconds, UTC).replace(microsecond=nanoseconds // 1000)
 
 
 def check_expiration_days(days: int | None) -> None:

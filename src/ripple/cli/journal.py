@@ -1,0 +1,161 @@
+"""`ripple journal enable | disable | status`: opt a bucket into the journal, or out of it,
+from the command line, as `PUT` / `DELETE /bucket?journal` do over the S3 API
+(docs/journal.md)."""
+
+from __future__ import annotations
+
+import getpass
+import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+import click
+import sqlalchemy as sa
+from rich.table import Table
+
+from ripple.cli.common import console, open_metabase, reason_of, safe_url, settings_of
+from ripple.metabase import Metabase
+from ripple.metabase.buckets import bucket_owner
+from ripple.notifications.errors import NotificationError
+from ripple.notifications.journal import (
+    MAX_EXPIRATION_DAYS,
+    MIN_EXPIRATION_DAYS,
+    Journal,
+    JournalStore,
+    journals,
+)
+from ripple.numbers import NumberError, whole_number
+
+EPILOG = (
+    "The pipeline writes every event of a journaled bucket, from the moment its journal is "
+    "enabled, into the journal table under the journal.location setting; running gateways "
+    "and the pipeline see a change within a second. See docs/journal.md."
+)
+
+
+@click.group(epilog=EPILOG)
+def journal() -> None:
+    """The bucket journal: every event of a bucket's objects kept in a table.
+
+    A bucket opts in with `ripple journal enable BUCKET` (or `PUT /BUCKET?journal` through
+    the gateway); `--expiration-days` prunes rows older than that many days."""
+
+
+@contextmanager
+def _metabase(ctx: click.Context) -> Iterator[Metabase]:
+    """The configured metabase; its refusals and database errors as one-line messages."""
+    db = open_metabase(settings_of(ctx))
+    try:
+        yield db
+    except NotificationError as e:
+        raise click.ClickException(e.message) from e
+    except sa.exc.DBAPIError as e:
+        raise click.ClickException(
+            f"cannot use the journal configurations in the metabase at {safe_url(db)}: "
+            f"{reason_of(e)}. Is it running, and migrated (`ripple db upgrade`)?"
+        ) from e
+    finally:
+        db.dispose()
+
+
+def _project_of(db: Metabase, bucket: str) -> uuid.UUID:
+    project = bucket_owner(db, bucket)
+    if project is None:
+        raise click.ClickException(f"no bucket named {bucket!r}")
+    return project
+
+
+def _principal() -> str:
+    """Who made the change, as the eventing configuration's change log records it."""
+    try:
+        user = getpass.getuser()
+    except (KeyError, OSError):  # no login name and no passwd entry (a bare container)
+        user = "unknown user"
+    return f"ripple journal ({user})"
+
+
+def _expiration_days(text: str | None) -> int | None:
+    if text is None:
+        return None
+    try:
+        return whole_number(
+            text.strip(), "--expiration-days", least=MIN_EXPIRATION_DAYS, most=MAX_EXPIRATION_DAYS
+        )
+    except NumberError as e:
+        raise click.ClickException(str(e)) from e
+
+
+def _since(journal: Journal) -> str:
+    return journal.enabled_at.strftime("%Y-%m-%d %H:%M:%S UTC")
+
+
+def _expiration(journal: Journal) -> str:
+    days = journal.expiration_days
+    return "none (rows kept)" if days is None else f"after {days} days"
+
+
+@journal.command("enable", epilog=EPILOG)
+@click.argument("bucket")
+@click.option(
+    "--expiration-days",
+    "days_text",
+    metavar="N",
+    default=None,
+    help=f"Prune journal rows older than N days ({MIN_EXPIRATION_DAYS} or more, as S3's "
+    "journal tables). Without it the rows are kept; enabling again without it stops "
+    "pruning.",
+)
+@click.pass_context
+def journal_enable(ctx: click.Context, bucket: str, days_text: str | None) -> None:
+    """Journal every event of BUCKET from now on (a journal already enabled keeps its start
+    and takes the new record expiration)."""
+    days = _expiration_days(days_text)
+    with _metabase(ctx) as db:
+        project = _project_of(db, bucket)
+        enabled = JournalStore(db).put(project, bucket, days, _principal())
+    console.print(
+        f"journal of bucket {bucket} enabled since {_since(enabled)}; "
+        f"record expiration: {_expiration(enabled)}",
+        highlight=False,
+    )
+
+
+@journal.command("disable", epilog=EPILOG)
+@click.argument("bucket")
+@click.pass_context
+def journal_disable(ctx: click.Context, bucket: str) -> None:
+    """Stop journaling BUCKET's events (the rows already written stay)."""
+    with _metabase(ctx) as db:
+        project = _project_of(db, bucket)
+        disabled = JournalStore(db).delete(project, bucket, _principal())
+    if disabled:
+        console.print(f"journal of bucket {bucket} disabled", highlight=False)
+    else:
+        console.print(f"bucket {bucket} had no journal", highlight=False)
+
+
+@journal.command("status", epilog=EPILOG)
+@click.argument("bucket", required=False)
+@click.pass_context
+def journal_status(ctx: click.Context, bucket: str | None) -> None:
+    """Show the journaled buckets (or BUCKET): since when, and their record expiration."""
+    with _metabase(ctx) as db:
+        if bucket is None:
+            with db.read() as conn:
+                found = sorted(
+                    ((name, j) for (_, name), j in journals(conn).items()),
+                    key=lambda found: found[0],
+                )
+        else:
+            one = JournalStore(db).get(_project_of(db, bucket), bucket)
+            found = [] if one is None else [(bucket, one)]
+    if not found:
+        what = "no bucket has a journal" if bucket is None else f"bucket {bucket} has no journal"
+        console.print(what, highlight=False)
+        return
+    table = Table(title="journaled buckets", title_justify="left")
+    for column in ("bucket", "enabled since", "record expiration"):
+        table.add_column(column, overflow="fold")
+    for name, configuration in found:
+        table.add_row(name, _since(configuration), _expiration(configuration))
+    console.print(table)

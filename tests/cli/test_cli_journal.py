@@ -1,0 +1,170 @@
+"""`ripple journal enable | disable | status` (CliRunner, SQLite and PostgreSQL): the
+configuration stored as the gateway's `?journal` stores it, record expiration kept or
+changed with the journal's start, the status table, the change log naming the command, and
+its refusals (an unknown bucket, days out of bounds or no number at all) as one line on
+stderr with a non-zero exit and nothing stored."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner, Result
+
+from ripple.cli import cli
+from ripple.metabase import BucketLocation, Metabase, create_bucket, create_project
+from ripple.notifications.journal import Journal, JournalStore
+from ripple.notifications.store import EventingStore
+
+
+@pytest.fixture
+def photos(db: Metabase) -> BucketLocation:
+    """The bucket `photos` (and `videos`) of the project alice."""
+    project = create_project(db, "alice")
+    for name in ("photos", "videos"):
+        create_bucket(db, BucketLocation(project.id, name))
+    return BucketLocation(project.id, "photos")
+
+
+def ripple(runner: CliRunner, db: Metabase, tmp_path: Path, *args: str) -> Result:
+    env = {
+        "RIPPLE_DATABASE_URL": db.url.render_as_string(hide_password=False),
+        "RIPPLE_DATA_DIR": str(tmp_path / "data"),
+        "COLUMNS": "200",  # keep rich from wrapping
+    }
+    return runner.invoke(cli, list(args), env=env)
+
+
+def ok(result: Result) -> str:
+    assert result.exit_code == 0, result.output
+    return result.stdout
+
+
+def test_enable_change_and_disable(
+    runner: CliRunner, db: Metabase, tmp_path: Path, photos: BucketLocation
+) -> None:
+    store = JournalStore(db)
+    out = ok(ripple(runner, db, tmp_path, "journal", "enable", "photos"))
+    journal = store.get(photos.project_id, "photos")
+    assert journal is not None
+    assert journal.expiration_days is None
+    since = journal.enabled_at.strftime("%Y-%m-%d %H:%M:%S UTC")
+    assert out.strip() == (
+        f"journal of bucket photos enabled since {since}; record expiration: none (rows kept)"
+    )
+
+    out = ok(ripple(runner, db, tmp_path, "journal", "enable", "photos", "--expiration-days", "30"))
+    assert "record expiration: after 30 days" in out
+    assert store.get(photos.project_id, "photos") == Journal(journal.enabled_ns, 30)
+
+    out = ok(ripple(runner, db, tmp_path, "journal", "disable", "photos"))
+    assert out.strip() == "journal of bucket photos disabled"
+    assert store.get(photos.project_id, "photos") is None
+    out = ok(ripple(runner, db, tmp_path, "journal", "disable", "photos"))
+    assert out.strip() == "bucket photos had no journal"
+
+
+def test_status(runner: CliRunner, db: Metabase, tmp_path: Path, photos: BucketLocation) -> None:
+    assert ok(ripple(runner, db, tmp_path, "journal", "status")).strip() == (
+        "no bucket has a journal"
+    )
+    ok(ripple(runner, db, tmp_path, "journal", "enable", "videos", "--expiration-days", "7"))
+    ok(ripple(runner, db, tmp_path, "journal", "enable", "photos"))
+    store = JournalStore(db)
+    started = {
+        name: journal.enabled_at.strftime("%Y-%m-%d %H:%M:%S UTC")
+        for name in ("photos", "videos")
+        if (journal := store.get(photos.project_id, name)) is not None
+    }
+    lines = ok(ripple(runner, db, tmp_path, "journal", "status")).splitlines()
+    header = next(line for line in lines if "bucket" in line and "enabled since" in line)
+    assert "record expiration" in header
+    rows = [line for line in lines if "photos" in line or "videos" in line]
+    assert len(rows) == 2
+    assert "photos" in rows[0]  # by name
+    assert started["photos"] in rows[0]
+    assert "none (rows kept)" in rows[0]
+    assert "videos" in rows[1]
+    assert started["videos"] in rows[1]
+    assert "after 7 days" in rows[1]
+
+    one = ok(ripple(runner, db, tmp_path, "journal", "status", "videos"))
+    assert "after 7 days" in one
+    assert "photos" not in one
+    ok(ripple(runner, db, tmp_path, "journal", "disable", "videos"))
+    none = ok(ripple(runner, db, tmp_path, "journal", "status", "videos"))
+    assert none.strip() == "bucket videos has no journal"
+
+
+def test_every_change_is_in_the_change_log(
+    runner: CliRunner, db: Metabase, tmp_path: Path, photos: BucketLocation
+) -> None:
+    store = EventingStore(db)
+    generation = store.generation()
+    ok(ripple(runner, db, tmp_path, "journal", "enable", "photos"))
+    ok(ripple(runner, db, tmp_path, "journal", "disable", "photos"))
+    assert store.generation() > generation
+    changes = store.changes(2)
+    assert [c["action"] for c in changes] == ["delete-journal", "put-journal"]
+    assert all(str(c["principal"]).startswith("ripple journal (") for c in changes)
+    assert set(store.snapshot().journals) == set()
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["enable", "nope"], "Error: no bucket named 'nope'"),
+        (["disable", "nope"], "Error: no bucket named 'nope'"),
+        (["status", "nope"], "Error: no bucket named 'nope'"),
+        (
+            ["enable", "photos", "--expiration-days", "3"],
+            "Error: --expiration-days must be from 7 to 2147483647, not 3",
+        ),
+        (
+            ["enable", "photos", "--expiration-days", "2147483648"],
+            "Error: --expiration-days must be from 7 to 2147483647, not 2147483648",
+        ),
+        (
+            ["enable", "photos", "--expiration-days", "x"],
+            "Error: --expiration-days must be a whole number from 7 to 2147483647, not 'x'",
+        ),
+        (
+            ["enable", "photos", "--expiration-days", "-30"],
+            "Error: --expiration-days must be a whole number from 7 to 2147483647, not '-30'",
+        ),
+        (
+            ["enable", "photos", "--expiration-days", "9" * 400],
+            "Error: --expiration-days must be from 7 to 2147483647, not a number of 400 digits",
+        ),
+        (
+            ["enable", "photos", "--expiration-days", "9" * 5000],
+            "Error: --expiration-days must be from 7 to 2147483647, not a number of 5000 digits",
+        ),
+    ],
+)
+def test_refusals_are_one_line_and_store_nothing(
+    runner: CliRunner,
+    db: Metabase,
+    tmp_path: Path,
+    photos: BucketLocation,
+    args: list[str],
+    message: str,
+) -> None:
+    generation = EventingStore(db).generation()
+    result = ripple(runner, db, tmp_path, "journal", *args)
+    assert result.exit_code == 1, result.output
+    assert isinstance(result.exception, SystemExit)  # no traceback
+    assert result.stderr.splitlines() == [message]
+    assert result.stdout == ""
+    assert JournalStore(db).get(photos.project_id, "photos") is None
+    assert EventingStore(db).generation() == generation
+
+
+def test_help_says_where_the_journal_goes(runner: CliRunner, tmp_path: Path) -> None:
+    for args in (["journal", "--help"], ["journal", "enable", "--help"]):
+        result = runner.invoke(cli, args, env={"COLUMNS": "200"})
+        assert result.exit_code == 0, result.output
+        assert "journal.location" in result.output
+        assert "docs/journal.md" in result.output
+    listed = runner.invoke(cli, ["--help"])
+    assert "journal" in listed.output
