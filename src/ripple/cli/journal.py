@@ -28,8 +28,8 @@ from ripple.numbers import NumberError, whole_number
 
 EPILOG = (
     "The pipeline writes every event of a journaled bucket, from the moment its journal is "
-    "enabled, into the journal table under the journal.location setting; running gateways "
-    "and the pipeline see a change within a second. See docs/journal.md."
+    "enabled, into the journal table under the journal.location setting. Running gateways "
+    "see a change within a second, the pipeline at its next batch. See docs/journal.md."
 )
 
 
