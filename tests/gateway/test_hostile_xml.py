@@ -84,6 +84,14 @@ APIS = [
         "",
     ),
     XmlApi(
+        "PutBucketJournalConfiguration",
+        "PUT",
+        "/bkt",
+        {"journal": ""},
+        "JournalConfiguration",
+        "<RecordExpiration><Expiration>ENABLED</Expiration><Days>7</Days></RecordExpiration>",
+    ),
+    XmlApi(
         "PutBucketAcl",
         "PUT",
         "/bkt",
@@ -127,7 +135,7 @@ def send(gateway: Running, api: XmlApi, body: bytes, upload: str) -> Any:
     return raw_request(gateway, api.method, api.path, params, body, content_md5=True)
 
 
-def assert_untouched(s3: Any, world: dict[str, str]) -> None:
+def assert_untouched(gateway: Running, s3: Any, world: dict[str, str]) -> None:
     """None of the documents changed anything."""
     assert [b["Name"] for b in s3.list_buckets()["Buckets"]] == ["bkt"]
     assert s3.get_bucket_versioning(Bucket="bkt")["Status"] == "Enabled"
@@ -141,6 +149,7 @@ def assert_untouched(s3: Any, world: dict[str, str]) -> None:
     assert "DeleteMarkers" not in versions
     uploads = s3.list_multipart_uploads(Bucket="bkt")["Uploads"]
     assert [u["UploadId"] for u in uploads] == [world["upload"]]
+    assert gateway.services.journals.get(gateway.key.project_id, "bkt") is None
 
 
 def test_an_unknown_encoding_is_malformed_xml_on_every_api(
@@ -153,7 +162,7 @@ def test_an_unknown_encoding_is_malformed_xml_on_every_api(
         ).encode()
         answer = send(gateway, api, body, world["upload"])
         assert (answer.status_code, error_code(answer)) == (400, "MalformedXML"), api.name
-    assert_untouched(s3, world)
+    assert_untouched(gateway, s3, world)
     assert "Traceback" not in caplog.text
     assert not [r for r in caplog.records if r.exc_info]
 
@@ -173,7 +182,7 @@ def test_a_dtd_is_malformed_xml_on_every_api(
                 api.name,
                 doctype,
             )
-    assert_untouched(s3, world)
+    assert_untouched(gateway, s3, world)
 
 
 REPEATED = [
@@ -185,6 +194,11 @@ REPEATED = [
     ),
     ("PutBucketVersioning", "<Status>Suspended</Status><Status>Enabled</Status>"),
     ("PutObjectLegalHold", "<Status>ON</Status><Status>OFF</Status>"),
+    (
+        "PutBucketJournalConfiguration",
+        "<RecordExpiration><Expiration>ENABLED</Expiration><Expiration>DISABLED</Expiration>"
+        "<Days>7</Days></RecordExpiration>",
+    ),
     (
         "PutObjectRetention",
         "<Mode>GOVERNANCE</Mode><Mode>COMPLIANCE</Mode>"
@@ -222,7 +236,7 @@ def test_a_singleton_given_twice_is_malformed_xml(
     body = f"<{api.root}>{inner}</{api.root}>".encode()
     answer = send(gateway, api, body, world["upload"])
     assert (answer.status_code, error_code(answer)) == (400, "MalformedXML")
-    assert_untouched(s3, world)
+    assert_untouched(gateway, s3, world)
 
 
 def test_eleven_tags_split_over_two_tag_sets_are_refused(
@@ -235,4 +249,4 @@ def test_eleven_tags_split_over_two_tag_sets_are_refused(
     answer = send(gateway, api, (body + "</Tagging>").encode(), world["upload"])
     assert answer.status_code == 400
     assert error_code(answer) == "MalformedXML"
-    assert_untouched(s3, world)
+    assert_untouched(gateway, s3, world)
