@@ -5,7 +5,11 @@
   (`S3SigV4QueryAuth` over `AWSRequest`: only the host signed, the payload UNSIGNED-PAYLOAD)
   BEFORE the timed phase, then sent by a raw asyncio HTTP/1.1 client over keep-alive
   connections (no HTTP library: a request is one write, an answer is read by its
-  Content-Length). It reports its own CPU, so that a run can show it is not the limit;
+  Content-Length). It reports its own CPU, so that a run can show it is not the limit. To
+  an https:// URL it speaks TLS (asyncio's, trusting only `ca_file`) over the same
+  persistent connections: a connection's handshake (in the timed part, as a plain one's
+  connect is) is followed by hundreds of requests, so a phase measures TLS's steady cost
+  per request (record encryption and decryption), not handshakes;
 - boto3 processes: one `put_object` after another for a fixed time, each process with its
   own boto3 client, as a real application sends them.
 
@@ -22,6 +26,7 @@ from __future__ import annotations
 import asyncio
 import multiprocessing as mp
 import os
+import ssl
 import time
 from collections import Counter
 from collections.abc import Callable, Sequence
@@ -202,9 +207,11 @@ async def _drive(
     connections: int,
     done: Any,
     slot: int,
+    tls: ssl.SSLContext | None = None,
 ) -> dict[str, Any]:
-    """Every target once, over `connections` keep-alive connections sharing the list;
-    `done[slot]`: how many so far."""
+    """Every target once, over `connections` keep-alive connections sharing the list (with
+    `tls`, TLS connections, `host` the name checked in the certificate); `done[slot]`: how
+    many so far."""
     next_target = iter(targets)
     latencies: list[float] = []
     errors: Counter[int] = Counter()
@@ -213,12 +220,17 @@ async def _drive(
     tail = b" HTTP/1.1\r\nHost: %s:%d\r\n" % (host.encode(), port)
     tail += b"Content-Length: %d\r\n\r\n%s" % (len(body), body) if body else b"\r\n"
 
+    async def connect() -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
+        if tls is None:
+            return await asyncio.open_connection(host, port)
+        return await asyncio.open_connection(host, port, ssl=tls, server_hostname=host)
+
     async def one(c: int) -> None:
         # a connection every STAGGER_S, while the others already send: a gateway process
         # busy with those is slower to accept it than an idle one (the kernel wakes every
         # process waiting on the shared socket; the first to call accept() takes it)
         await asyncio.sleep(c * STAGGER_S)
-        reader, writer = await asyncio.open_connection(host, port)
+        reader, writer = await connect()
         for target in next_target:
             start = time.perf_counter()
             writer.write(head + target + tail)
@@ -234,7 +246,7 @@ async def _drive(
                 lengths[len(answer)] += 1
             if not keep:
                 writer.close()
-                reader, writer = await asyncio.open_connection(host, port)
+                reader, writer = await connect()
         writer.close()
 
     start = time.monotonic()
@@ -259,6 +271,7 @@ def _light_main(
     keys: Sequence[str],
     size: int,
     connections: int,
+    ca_file: str | None,
     done: Any,
     slot: int,
     pipe: Connection,
@@ -270,10 +283,12 @@ def _light_main(
         pipe.send(("ready", None))
         pipe.recv()
         parts = urlsplit(url)
-        host, port = parts.hostname or "127.0.0.1", parts.port or 80
+        https = parts.scheme == "https"
+        host, port = parts.hostname or "127.0.0.1", parts.port or (443 if https else 80)
+        tls = ssl.create_default_context(cafile=ca_file) if https else None
         with spent() as driving:
             result = asyncio.run(
-                _drive(host, port, method.encode(), targets, body, connections, done, slot)
+                _drive(host, port, method.encode(), targets, body, connections, done, slot, tls)
             )
         result["cpu_s"] = driving.cpu_s
         result["prepare_cpu_s"] = preparing.cpu_s
@@ -295,22 +310,25 @@ def light(
     size: int,
     processes: int,
     connections: int,
+    ca_file: str | None = None,
 ) -> Clients:
     """`processes` light clients, each with `connections` connections, that `method` the
-    keys (shared out round-robin) once `go` is called; presigned and connected by then."""
+    keys (shared out round-robin) once `go` is called; presigned by then. To an https://
+    `url`, over TLS trusting the certificate authority in `ca_file` only (PEM)."""
+    share = (url, access, secret, method, bucket)
     return Clients(
         _light_main,
-        [
-            (url, access, secret, method, bucket, keys[p::processes], size, connections)
-            for p in range(processes)
-        ],
+        [(*share, keys[p::processes], size, connections, ca_file) for p in range(processes)],
     )
 
 
 # --- boto3 in processes ------------------------------------------------------------------
 
 
-def boto3_client(url: str, access: str, secret: str, service: str = "s3") -> Any:
+def boto3_client(
+    url: str, access: str, secret: str, service: str = "s3", ca_file: str | None = None
+) -> Any:
+    """A client of `url`; to an https:// one, trusting the authority in `ca_file` only."""
     import boto3
     from botocore.config import Config
 
@@ -320,6 +338,7 @@ def boto3_client(url: str, access: str, secret: str, service: str = "s3") -> Any
         region_name=REGION,
         aws_access_key_id=access,
         aws_secret_access_key=secret,
+        verify=ca_file,
         config=Config(s3={"addressing_style": "path"}, retries={"max_attempts": 1}),
     )
 
