@@ -1,8 +1,9 @@
 """Benchmark: the S3 gateway over HTTP, `ripple serve` (1 and 2 gateway processes) from a
-light client and `ripple up` (its pipeline running) from boto3 in 8 processes.
+light client and `ripple up` (its pipeline running) from boto3 in 8 processes; and
+`ripple serve` over HTTPS beside it over HTTP, from the light client.
 
 Per database (--database: SQLite in a temporary directory, or PostgreSQL: a database
-`ripple_bench_<random>` created for each stage and dropped at its end), three stages, each
+`ripple_bench_<random>` created for each stage and dropped at its end), four stages, each
 on a fresh metabase with one user (`ripple user create`) and two buckets: PLAIN, and
 EVENTING with a notification (s3:ObjectCreated:*) naming a topic whose push endpoint is a
 loopback webhook receiver (bench/receiver.py, its own process); both are made through the
@@ -20,10 +21,20 @@ delete rate limit (RIPPLE_S3_DELETE_RATE / _BURST, 100/s by default) is set to 1
    asyncio client. Then the bulk delete, `--repetitions` times (3), from 8 boto3 threads
    in this process: 1000 objects PUT (not timed) and deleted by ONE DeleteObjects request
    (quiet), then 1000 more PUT and deleted by 1000 DeleteObject requests.
-2. `ripple serve --workers 2`: the same light client's PUTs (both buckets) and GETs. The
+2. HTTPS beside HTTP: two `ripple serve` (1 gateway process each, each on a fresh metabase
+   of its own), one serving HTTPS (`s3.tls-cert` / `s3.tls-key`: a certificate for
+   127.0.0.1 and localhost from a certificate authority this run makes with `trustme`,
+   bench/https.py), the other plain HTTP, both running through the stage. To each, the
+   light client (over TLS to the HTTPS one, trusting that authority only; the same
+   connections, object size and requests otherwise) PUTs 500 objects and GETs them
+   (warm-up), then PUTs `--requests` new objects into PLAIN in `--rounds` rounds, then GETs
+   them in as many; the two servers' rounds alternated (HTTP HTTPS, then HTTPS HTTP).
+   The connections are kept alive as over HTTP: the ratio is TLS's cost per request once
+   connected (record encryption), not its handshakes (one per connection and phase).
+3. `ripple serve --workers 2`: the same light client's PUTs (both buckets) and GETs. The
    kernel hands each connection to one of the two processes: the table's "gateway split"
    is each one's share of the gateway CPU.
-3. `ripple up` on its embedded defaults (one gateway process per core, the pipeline on Spark
+4. `ripple up` on its embedded defaults (one gateway process per core, the pipeline on Spark
    `local[*]` in its own process), the eventing bucket's topic pushing to the receiver:
    `--boto3-processes` processes (8, multiprocessing spawn), each with one boto3 client
    (path-style, one attempt) PUTting `--boto3-size`-byte objects (100) one after another
@@ -46,8 +57,12 @@ of 2; other work on the machine shows here).
 The last line is one JSON object; SQLite's figures flat, and under --database both the same
 keys for PostgreSQL under "postgresql" (--database postgresql: PostgreSQL's, flat):
   put_ops_per_s, get_ops_per_s, put_cpu_ms, get_cpu_ms: stage 1, PLAIN, gateway CPU;
-  workers_2_put_ops_per_s: stage 2, PLAIN;
-  boto3_put_ops_per_s, boto3_eventing_put_ops_per_s: stage 3, PLAIN and EVENTING, with
+  https_put_ops_per_s, https_get_ops_per_s, https_put_cpu_ms, https_get_cpu_ms: stage 2,
+  over HTTPS, gateway CPU; https_put_ratio, https_get_ratio: their requests per second /
+  those over HTTP in the same stage (< 1: HTTPS is slower), https_put_cpu_ratio,
+  https_get_cpu_ratio: their gateway CPU per request / that over HTTP;
+  workers_2_put_ops_per_s: stage 3, PLAIN;
+  boto3_put_ops_per_s, boto3_eventing_put_ops_per_s: stage 4, PLAIN and EVENTING, with
   boto3_eventing_latency_p50_s / _p99_s;
   eventing_put_ratio: stage 1, PUT/s into EVENTING / into PLAIN (the writer's cost);
   http_bulk_delete_ratio: stage 1, median seconds of the 1000 single deletes / median
@@ -71,6 +86,7 @@ import re
 import secrets
 import signal
 import socket
+import ssl
 import statistics
 import subprocess
 import sys
@@ -97,6 +113,7 @@ from common import (  # bench/common.py (bench/ is on sys.path)
     postgres_cpu_s,
     progress_bar,
 )
+from https import Authority, alternated, authority, negotiated  # bench/https.py
 from receiver import Receiver  # bench/receiver.py
 from ripple.config import ENVIRONMENT_VARIABLES
 from s3load import Clients, Load, boto3_client, boto3_puts, light  # bench/s3load.py
@@ -195,11 +212,16 @@ class Server:
 
 @contextmanager
 def server(
-    command: Sequence[str], log: Path, env: dict[str, str], url: str, up: bool
+    command: Sequence[str],
+    log: Path,
+    env: dict[str, str],
+    url: str,
+    up: bool,
+    tls: ssl.SSLContext | None = None,
 ) -> Iterator[Server]:
-    """`command` (`ripple serve`, or `ripple up`: `up`) answering at `url`, until the block
-    ends; `ripple up` once its pipeline runs. Its output goes to `log`, in whose directory
-    it runs."""
+    """`command` (`ripple serve`, or `ripple up`: `up`) answering at `url` (https://: to a
+    client with the context `tls`), until the block ends; `ripple up` once its pipeline
+    runs. Its output goes to `log`, in whose directory it runs."""
     with log.open("wb") as out:
         process = subprocess.Popen(
             command,
@@ -217,7 +239,7 @@ def server(
                 raise RuntimeError(f"{command} exited with {process.returncode}:\n{running.tail()}")
             with (
                 contextlib.suppress(OSError),
-                urllib.request.urlopen(f"{url}/_ripple/health", timeout=1) as r,
+                urllib.request.urlopen(f"{url}/_ripple/health", timeout=1, context=tls) as r,
             ):
                 if r.status == 200 and (not up or "pipeline running" in running.tail(10**6)):
                     break
@@ -317,14 +339,23 @@ class World:
     secret: str
     args: argparse.Namespace
     progress: Progress
+    ca_file: str | None = None  # over HTTPS: the authority its clients trust
 
 
 @contextmanager
 def stage(
-    kind: str, name: str, args: argparse.Namespace, hook: str, progress: Progress, workers: int = 1
+    kind: str,
+    name: str,
+    args: argparse.Namespace,
+    hook: str,
+    progress: Progress,
+    workers: int = 1,
+    tls: Authority | None = None,
+    tag: str = "",
 ) -> Iterator[World]:
     """A fresh metabase, user and buckets; `ripple serve --workers N`, or `ripple up`
-    (`name` "up"), on them until the block ends."""
+    (`name` "up"), on them until the block ends; with `tls`, serving HTTPS with its
+    certificate. `tag` tells its log from another stage's of the same command."""
     with contextlib.ExitStack() as stack:
         workdir = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="ripple-bench-")))
         if kind == "sqlite":
@@ -340,10 +371,12 @@ def stage(
             RIPPLE_METRICS_ADDRESS=f"127.0.0.1:{free_port()}",
             RIPPLE_S3_DELETE_RATE=str(DELETE_RATE),
             RIPPLE_S3_DELETE_BURST=str(DELETE_RATE),
+            **(tls.env() if tls is not None else {}),
         )
         access, secret = create_user(workdir, env)
         log = workdir / ("up.log" if name == "up" else "serve.log")
         label = "ripple up" if name == "up" else f"ripple serve --workers {workers}"
+        label += f" {tag}" if tag else ""
         stack.callback(problems, f"{kind}: {label}", log, args.logs)  # once it has stopped
         if name == "up":
             command = [*RIPPLE, "up"]
@@ -355,20 +388,26 @@ def stage(
                 command += ["serve", "--workers", "1"]
                 stack.callback(console.print, f"{kind}: server profile written to {profile}")
         task = progress.add_task(f"{kind}: starting {label}", total=1)
-        endpoint = f"http://127.0.0.1:{port}"
-        running = stack.enter_context(server(command, log, env, endpoint, name == "up"))
+        endpoint = f"{'https' if tls else 'http'}://127.0.0.1:{port}"
+        context = tls.context() if tls is not None else None
+        running = stack.enter_context(server(command, log, env, endpoint, name == "up", context))
         progress.remove_task(task)
-        s3 = boto3_client(running.url, access, secret)
+        ca_file = str(tls.ca_file) if tls is not None else None
+        s3 = boto3_client(running.url, access, secret, ca_file=ca_file)
         for bucket in (PLAIN, EVENTING):
             s3.create_bucket(Bucket=bucket)
-        sns = boto3_client(running.url, access, secret, "sns")
+        sns = boto3_client(running.url, access, secret, "sns", ca_file)
         arn = sns.create_topic(Name="hook", Attributes={"push-endpoint": hook})["TopicArn"]
         notification = {"Id": "hook", "TopicArn": arn, "Events": ["s3:ObjectCreated:*"]}
         s3.put_bucket_notification_configuration(
             Bucket=EVENTING, NotificationConfiguration={"TopicConfigurations": [notification]}
         )
+        # their idle keep-alive connections, closed: one over TLS held the server's stop
+        # for its graceful timeout (5 s), and it logged an error
+        s3.close()
+        sns.close()
         time.sleep(2.5)  # the other gateway processes see it within a second (their watchers)
-        yield World(kind, running, access, secret, args, progress)
+        yield World(kind, running, access, secret, args, progress, ca_file)
 
 
 # --- the phases -------------------------------------------------------------------------
@@ -486,6 +525,7 @@ def light_phase(world: World, what: str, method: str, bucket: str, keys: list[st
         size=a.size,
         processes=a.light_processes,
         connections=a.connections,
+        ca_file=world.ca_file,
     )
     return measured(world, clients, f"{world.kind}: {what}", len(keys), None)[0]
 
@@ -514,6 +554,24 @@ def light_puts_and_gets(world: World, label: str) -> tuple[Phase, Phase, Phase]:
 
 def keys_of(prefix: str, n: int) -> list[str]:
     return [f"{prefix}-{i:07d}" for i in range(n)]
+
+
+def https_beside_http(http: World, https: World) -> dict[str, Phase]:
+    """PUTs into PLAIN then GETs of them, to `http` and to `https` alternated
+    (bench/https.py): the phases by row name."""
+    said = negotiated(https.server.url, ssl.create_default_context(cafile=https.ca_file))
+    console.print(f"{https.kind}: ripple serve over HTTPS negotiates {said}")
+
+    def measure(world: World, what: str, method: str, keys: list[str]) -> Phase:
+        return light_phase(world, f"serve {what} {PLAIN}", method, PLAIN, keys)
+
+    sides = {"HTTP": http, "HTTPS": https}
+    done = alternated(measure, sides, keys_of, http.args.requests, http.args.rounds)
+    return {
+        f"serve {name} {method}": merge(done[f"{name} {method}"])
+        for method in ("PUT", "GET")
+        for name in sides
+    }
 
 
 def bulk_delete(world: World) -> tuple[list[float], list[float]]:
@@ -644,6 +702,16 @@ class Result:
         p = self.phases
         put, get, events = p["serve PUT plain"], p["serve GET"], p["up boto3 PUT eventing"].events
         assert events is not None
+        over_tls: dict[str, float] = {}  # stage 2: HTTPS, and its ratios to HTTP beside it
+        for method in ("put", "get"):
+            http, https = p[f"serve HTTP {method.upper()}"], p[f"serve HTTPS {method.upper()}"]
+            cpu_ms = https.gateway_s / https.ops * 1000
+            over_tls[f"https_{method}_ops_per_s"] = round(https.ops_per_s, 1)
+            over_tls[f"https_{method}_ratio"] = round(https.ops_per_s / http.ops_per_s, 3)
+            over_tls[f"https_{method}_cpu_ms"] = round(cpu_ms, 3)
+            over_tls[f"https_{method}_cpu_ratio"] = round(
+                cpu_ms / (http.gateway_s / http.ops * 1000), 3
+            )
         return {
             "put_ops_per_s": round(put.ops_per_s, 1),
             "get_ops_per_s": round(get.ops_per_s, 1),
@@ -658,6 +726,7 @@ class Result:
             ),
             "boto3_eventing_latency_p50_s": round(percentile(events.latencies, 0.5), 3),
             "boto3_eventing_latency_p99_s": round(percentile(events.latencies, 0.99), 3),
+            **over_tls,
         }
 
 
@@ -669,6 +738,12 @@ def bench(kind: str, args: argparse.Namespace, receiver: Receiver) -> Result:
             phases.update({"serve PUT plain": put, "serve PUT eventing": put_eventing})
             phases["serve GET"] = get
             bulk_s, single_s = bulk_delete(world)
+        with (
+            authority() as tls,
+            stage(kind, "serve", args, receiver.url, progress, tag="beside HTTPS") as http,
+            stage(kind, "serve", args, receiver.url, progress, tls=tls, tag="over HTTPS") as https,
+        ):
+            phases.update(https_beside_http(http, https))
         with stage(kind, "serve", args, receiver.url, progress, workers=2) as world:
             put, put_eventing, get = light_puts_and_gets(world, "serve --workers 2")
             phases["serve --workers 2 PUT plain"] = put
@@ -686,11 +761,11 @@ def bench(kind: str, args: argparse.Namespace, receiver: Receiver) -> Result:
 
 def table(results: dict[str, Result], args: argparse.Namespace) -> Table:
     t = Table(
-        title=f"gateway over HTTP: the light client ({args.light_processes} process(es) x "
-        f"{args.connections} connections, {args.size:,}-byte objects, {args.requests:,} "
-        f"requests per phase) to ripple serve; {args.boto3_processes} boto3 processes "
-        f"({args.boto3_size}-byte objects, {args.duration:g} s) to ripple up. CPU: ms per "
-        "request",
+        title=f"gateway over HTTP (and HTTPS): the light client ({args.light_processes} "
+        f"process(es) x {args.connections} connections, {args.size:,}-byte objects, "
+        f"{args.requests:,} requests per phase) to ripple serve; {args.boto3_processes} "
+        f"boto3 processes ({args.boto3_size}-byte objects, {args.duration:g} s) to ripple up. "
+        "CPU: ms per request",
         title_justify="left",
     )
     columns = ["database", "phase", "ops/s", "ratio", "p50 ms", "p99 ms", "errors", "client"]
@@ -705,6 +780,8 @@ def table(results: dict[str, Result], args: argparse.Namespace) -> Table:
             "up boto3 PUT eventing": f["boto3_eventing_put_ops_per_s"] / f["boto3_put_ops_per_s"],
             "up PUT eventing": r.phases["up PUT eventing"].ops_per_s
             / r.phases["up PUT plain"].ops_per_s,
+            "serve HTTPS PUT": f["https_put_ratio"],
+            "serve HTTPS GET": f["https_get_ratio"],
         }
         for name, p in r.phases.items():
             gateways = sum(p.gateway_cpu_s)
@@ -809,13 +886,20 @@ def main() -> int:
     console.print(table(results, args))
     figures = {kind: r.figures() for kind, r in results.items()}
     for kind, r in results.items():
-        phases = [p for name, p in r.phases.items() if "boto3" not in name]  # the light
+        # the light client's phases over plain HTTP
+        phases = [p for name, p in r.phases.items() if "boto3" not in name and "HTTPS" not in name]
         ops = sum(p.ops for p in phases)
         timed = sum(p.client_cpu_s for p in phases) / ops * 1000
         prepare = sum(p.prepare_cpu_s for p in phases) / ops * 1000
         console.print(
             f"{kind}: the light client's CPU per request: {timed:.3f} ms in the timed phases, "
             f"and {prepare:.3f} ms presigning before them"
+        )
+        pair = [(r.phases[f"serve {n} PUT"], r.phases[f"serve {n} GET"]) for n in ("HTTP", "HTTPS")]
+        said = [sum(p.client_cpu_s for p in ps) / sum(p.ops for p in ps) * 1000 for ps in pair]
+        console.print(
+            f"{kind}: the light client's CPU per request over HTTPS: {said[1]:.3f} ms "
+            f"(over HTTP beside it: {said[0]:.3f} ms)"
         )
         console.print(targets(figures[kind], kind))
     console.print(f"{len(kinds)} database(s) in {time.monotonic() - started:.0f} s")
