@@ -240,3 +240,31 @@ def test_ripple_serve_in_production_refuses_plain_http_off_loopback(tmp_path: Pa
         assert server.finish(60) == 1
     assert "set s3.tls-cert and s3.tls-key" in server.stderr
     assert "Traceback" not in server.stderr
+
+
+def test_an_idle_keep_alive_connection_does_not_hold_up_the_stop(
+    services: Services,
+    tmp_path: Path,
+    ca: tuple[trustme.CA, Path],
+    capfd: pytest.CaptureFixture[str],
+) -> None:
+    """A client that made a request and keeps its connection open: the gateway's stop closes
+    it at once over TLS too, as over plain HTTP, instead of waiting out its graceful timeout
+    for a TLS goodbye the idle client never sends."""
+    authority, ca_file = ca
+    gateway = Gateway(services, bind("127.0.0.1:0"), tls=Certificate(*issue(authority, tmp_path)))
+    gateway.start()
+    wait_for(lambda: gateway.started, what="the gateway to start")
+    port = int(gateway.url.rsplit(":", 1)[1])
+    with (
+        socket.create_connection(("127.0.0.1", port), timeout=30) as raw,
+        trusting(ca_file).wrap_socket(raw, server_hostname="127.0.0.1") as idle,
+    ):
+        idle.sendall(b"GET /_ripple/health HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
+        answer = b""
+        while not answer.endswith(b"ok\n"):  # the whole answer: the connection is idle
+            answer += idle.recv(65536)
+        assert answer.startswith(b"HTTP/1.1 200")
+        gateway.stop()
+        assert idle.recv(65536) == b""  # closed by the server
+    assert "graceful shutdown exceeded" not in capfd.readouterr().err  # uvicorn's own log

@@ -179,8 +179,14 @@ class S3Protocol(Lingering, HttpToolsProtocol):
             self._answer(refusal)
 
     def shutdown(self) -> None:
+        idle = self.cycle is None or self.cycle.response_complete
         if self.dropping:
             self.close_now()
+        elif idle and self.raw is not None and self.raw.get_extra_info("sslcontext"):
+            # A TLS close waits for the client's goodbye, which an idle keep-alive client
+            # never sends: the stop would wait out its graceful timeout. Nothing is in
+            # flight, so the connection ends at once, as a plain one does on close().
+            self.raw.abort()
         else:
             super().shutdown()
 
