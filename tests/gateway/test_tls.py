@@ -1,10 +1,12 @@
-"""The gateway over HTTPS: boto3 and presigned URLs with the test's own certificate
-authority, a client that trusts another one refused at the handshake, TLS 1.1 refused, a
-certificate rotated on disk served to the next connection after SIGHUP (in one process and
-across `ripple serve --workers 2`), and settings that name one file of the two refused."""
+"""The gateway over HTTPS: boto3 (an aws-chunked upload too) and presigned URLs with the
+test's own certificate authority, a client that trusts another one refused at the handshake,
+TLS 1.1 refused, a certificate rotated on disk served to the next connection after SIGHUP (in
+one process and across `ripple serve --workers 2`), settings that name one file of the two
+refused, and an idle keep-alive client that does not hold up the stop."""
 
 from __future__ import annotations
 
+import io
 import os
 import signal
 import socket
@@ -75,7 +77,11 @@ def test_boto3_and_presigned_urls_over_https(
     s3 = client(https.url, key.access_key_id, secret, str(ca_file))
     s3.create_bucket(Bucket="photos")
     body = os.urandom(300_000)  # past the inline limit: a file, written through TLS
-    s3.put_object(Bucket="photos", Key="a.bin", Body=body)
+    sent: list[Any] = []
+    s3.meta.events.register("before-send.s3.PutObject", lambda request, **_: sent.append(request))
+    s3.put_object(Bucket="photos", Key="a.bin", Body=io.BytesIO(body))  # a stream: aws-chunked
+    assert sent[0].headers["Content-Encoding"] == b"aws-chunked"
+    assert sent[0].headers["x-amz-content-sha256"] == b"STREAMING-UNSIGNED-PAYLOAD-TRAILER"
     assert s3.get_object(Bucket="photos", Key="a.bin")["Body"].read() == body
     url = s3.generate_presigned_url(
         "get_object", Params={"Bucket": "photos", "Key": "a.bin"}, ExpiresIn=60
