@@ -21,9 +21,11 @@ def authority(directory: Path, name: str = "ca") -> tuple[trustme.CA, Path]:
     return ca, ca_file
 
 
-def issue(ca: trustme.CA, directory: Path, name: str = "server") -> tuple[Path, Path]:
-    """A certificate for HOSTS from `ca`, its chain after it, and its key, as PEM files."""
-    leaf = ca.issue_cert(*HOSTS)
+def issue(
+    ca: trustme.CA, directory: Path, name: str = "server", hosts: tuple[str, ...] = HOSTS
+) -> tuple[Path, Path]:
+    """A certificate for `hosts` from `ca`, its chain after it, and its key, as PEM files."""
+    leaf = ca.issue_cert(*hosts)
     cert, key = directory / f"{name}.pem", directory / f"{name}.key"
     leaf.private_key_pem.write_to_path(str(key))
     cert.write_bytes(b"".join(blob.bytes() for blob in leaf.cert_chain_pems))

@@ -274,3 +274,48 @@ def test_an_idle_keep_alive_connection_does_not_hold_up_the_stop(
         gateway.stop()
         assert idle.recv(65536) == b""  # closed by the server
     assert "graceful shutdown exceeded" not in capfd.readouterr().err  # uvicorn's own log
+
+
+def test_virtual_hosted_style_with_a_wildcard_certificate(
+    services: Services,
+    tmp_path: Path,
+    ca: tuple[trustme.CA, Path],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """`BUCKET.<s3.domain>` over HTTPS: a certificate for `*.<domain>` and `<domain>` passes
+    boto3's host name check for every bucket (the names resolve to 127.0.0.1 here)."""
+    domain = "s3.example.test"
+    resolve = socket.getaddrinfo
+
+    def loopback(host: Any, *args: Any, **kwargs: Any) -> Any:
+        if isinstance(host, str) and (host == domain or host.endswith("." + domain)):
+            host = "127.0.0.1"
+        return resolve(host, *args, **kwargs)
+
+    monkeypatch.setattr(socket, "getaddrinfo", loopback)
+    authority, ca_file = ca
+    cert, key = issue(authority, tmp_path, hosts=(f"*.{domain}", domain))
+    services.domain = domain
+    gateway = Gateway(services, bind("127.0.0.1:0"), tls=Certificate(cert, key))
+    gateway.start()
+    try:
+        wait_for(lambda: gateway.started, what="the gateway to start")
+        port = gateway.url.rsplit(":", 1)[1]
+        _, access, secret = create_user(services.db, tmp_path, "alice")
+        sent: list[str] = []
+        s3 = boto3.client(
+            "s3",
+            endpoint_url=f"https://{domain}:{port}",
+            region_name="us-east-1",
+            aws_access_key_id=access.access_key_id,
+            aws_secret_access_key=secret,
+            verify=str(ca_file),
+            config=Config(s3={"addressing_style": "virtual"}, retries={"max_attempts": 1}),
+        )
+        s3.meta.events.register("before-send", lambda request, **_: sent.append(request.url))
+        s3.create_bucket(Bucket="photos")
+        s3.put_object(Bucket="photos", Key="a.txt", Body=b"hello")
+        assert s3.get_object(Bucket="photos", Key="a.txt")["Body"].read() == b"hello"
+        assert sent[-1] == f"https://photos.{domain}:{port}/a.txt"
+    finally:
+        gateway.stop()
