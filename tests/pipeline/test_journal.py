@@ -10,9 +10,11 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from click.testing import CliRunner
 from pyspark.errors import AnalysisException
 from pyspark.sql import Row, SparkSession
 
+from ripple.cli import cli
 from ripple.notifications.journal import JournalStore
 from ripple.pipeline.journal import JOURNAL_COLUMNS, journal_table
 from tests.gateway.conftest import Running, gateway, s3, services  # noqa: F401
@@ -41,6 +43,7 @@ def test_every_change_of_a_journaled_bucket_is_in_the_journal_once(
     gateway: Running,  # noqa: F811
     s3: Any,  # noqa: F811
     tmp_path: Path,
+    runner: CliRunner,
 ) -> None:
     db = gateway.services.db
     db.eventing = gateway.services.registry.is_eventing  # as `ripple serve` wires it
@@ -110,3 +113,47 @@ def test_every_change_of_a_journaled_bucket_is_in_the_journal_once(
     assert [r.is_delete_marker for r in rows] == [False, False, True, False, True, False, True]
     sequencers = [r.sequence_number for r in rows if r.key == "a.txt"]
     assert sequencers == sorted(sequencers, key=lambda s: (len(s), s))
+
+    # Spark SQL over it, with no ripple code: the deletes by a requester in a time range
+    spark.read.parquet(journal_table(str(location))).createOrReplaceTempView("journal")
+    times = [r.record_timestamp for r in rows]
+    start, end = min(times), max(times)
+    deletes = spark.sql(
+        f"""SELECT key FROM journal WHERE record_type = 'DELETE'
+        AND requester = '{created.requester}'
+        AND record_timestamp BETWEEN '{start}' AND '{end}' ORDER BY key"""
+    ).collect()
+    assert [r.key for r in deletes] == ["a.txt", "b.txt", "big.bin"]
+
+    # the same through `ripple journal query`, for users without a notebook
+    answer = runner.invoke(
+        cli,
+        [
+            "journal",
+            "query",
+            "SELECT key, size FROM journal WHERE record_type = 'CREATE' "
+            "AND bucket = 'photos' ORDER BY key",
+            "--limit",
+            "2",
+        ],
+        env={"RIPPLE_JOURNAL_LOCATION": str(location), "RIPPLE_SPARK_MASTER": "local[2]"},
+    )
+    assert answer.exit_code == 0, answer.output
+    printed = [line.split("│")[1:3] for line in answer.stdout.splitlines() if "│" in line]
+    assert [[cell.strip() for cell in cells] for cells in printed] == [
+        ["a.txt", "5"],
+        ["b.txt", "5"],
+    ]
+    header = next(line for line in answer.stdout.splitlines() if "key" in line)
+    assert header.split() == ["┃", "key", "┃", "size", "┃"]
+    assert "the first 2 rows (--limit N for more)" in answer.stderr
+    wrong = runner.invoke(
+        cli,
+        ["journal", "query", "SELECT nothing FROM journal"],
+        env={"RIPPLE_JOURNAL_LOCATION": str(location)},
+    )
+    assert wrong.exit_code == 1
+    assert wrong.stdout == ""
+    said = wrong.stderr.strip().splitlines()
+    assert len(said) == 1, said
+    assert said[0].startswith("Error: the query failed: [UNRESOLVED_COLUMN")

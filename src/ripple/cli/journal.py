@@ -1,6 +1,6 @@
 """`ripple journal enable | disable | status`: opt a bucket into the journal, or out of it,
-from the command line, as `PUT` / `DELETE /bucket?journal` do over the S3 API
-(docs/journal.md)."""
+from the command line, as `PUT` / `DELETE /bucket?journal` do over the S3 API; and `query`,
+Spark SQL over the journal (`ripple.cli.journal_query`). docs/journal.md."""
 
 from __future__ import annotations
 
@@ -159,3 +159,27 @@ def journal_status(ctx: click.Context, bucket: str | None) -> None:
     for name, configuration in found:
         table.add_row(name, _since(configuration), _expiration(configuration))
     console.print(table)
+
+
+@journal.command("query", epilog=EPILOG)
+@click.argument("sql")
+@click.option(
+    "--limit",
+    type=click.IntRange(1, 1_000_000),
+    default=100,
+    show_default=True,
+    help="Most rows to print.",
+)
+@click.pass_context
+def journal_query(ctx: click.Context, sql: str, limit: int) -> None:
+    """Run a Spark SQL query over the journal and print its rows.
+
+    The journal is the view `journal` (its columns: docs/journal.md), read from
+    journal.location as any Spark reader reads it; Spark runs on spark.master. For example:
+
+        ripple journal query "SELECT key, record_timestamp FROM journal
+        WHERE record_type = 'DELETE' AND requester = 'alice'"
+    """
+    from ripple.cli.journal_query import run_query  # Spark only for this command
+
+    run_query(settings_of(ctx), sql, limit)
