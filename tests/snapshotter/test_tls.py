@@ -15,10 +15,11 @@ import httpx
 import pytest
 
 from ripple.snapshotter.client import SnapshotterClient, SnapshotterClientError
-from ripple.snapshotter.grpc_server import GrpcTls, serve_grpc, server_tls
+from ripple.snapshotter.grpc_server import serve_grpc
 from ripple.snapshotter.health import HealthServer
 from ripple.snapshotter.service import Snapshotter
 from ripple.snapshotter.settings import SnapshotterSettings, parse_snapshotter
+from ripple.snapshotter.tls import GrpcTls, server_tls
 from ripple.tls import TlsError
 from tests.certificates import Pki, authority, issue, serial_of, served_serial
 

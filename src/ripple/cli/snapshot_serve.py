@@ -16,12 +16,13 @@ from rich.table import Table
 
 from ripple.cli.common import console, settings_of
 from ripple.config import ConfigError
-from ripple.snapshotter.grpc_server import GrpcServerError, GrpcTls, serve_grpc, server_tls
+from ripple.snapshotter.grpc_server import GrpcServerError, serve_grpc
 from ripple.snapshotter.health import HealthServer, HealthServerError
 from ripple.snapshotter.index import IndexError_
 from ripple.snapshotter.service import Snapshotter
 from ripple.snapshotter.settings import SnapshotterSettings, plain_text_refusal
 from ripple.snapshotter.storage import StorageError
+from ripple.snapshotter.tls import GrpcTls, server_tls
 from ripple.snapshotter.wal import WalError
 from ripple.tls import TlsError
 

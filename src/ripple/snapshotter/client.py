@@ -19,7 +19,7 @@ from typing import Any
 
 import grpc  # type: ignore[import-untyped]
 
-from ripple.snapshotter.grpc_server import SERVICE, read_pem
+from ripple.snapshotter.grpc_server import SERVICE
 from ripple.snapshotter.proto import (
     BatchEvent,
     Event,
@@ -31,6 +31,7 @@ from ripple.snapshotter.proto import (
 )
 from ripple.snapshotter.service import Flushed, Publish, Published
 from ripple.snapshotter.settings import SnapshotterSettings
+from ripple.snapshotter.tls import read_pem
 from ripple.tls import TlsError
 
 __all__ = ["ClientSession", "SnapshotterClient", "SnapshotterClientError", "channel_credentials"]

@@ -9,18 +9,16 @@ published to are sealed and stored before the response. A bad request is
 INVALID_ARGUMENT; a snapshotter that cannot log (closed, disk failing) is UNAVAILABLE.
 
 There is no generated `_pb2_grpc` module: `serve_grpc` registers the methods with a
-generic handler. With `GrpcTls` it serves TLS (`server_tls`: from a snapshotter's settings).
+generic handler. With `GrpcTls` (`ripple.snapshotter.tls`) it serves TLS.
 """
 
 from __future__ import annotations
 
 import logging
 import queue
-import ssl
 import threading
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
-from pathlib import Path
 from typing import Any, NoReturn
 
 import grpc  # type: ignore[import-untyped]
@@ -33,20 +31,16 @@ from ripple.snapshotter.proto import (
     PublishStreamResponse,
 )
 from ripple.snapshotter.service import Publish, Snapshotter
-from ripple.snapshotter.settings import SnapshotterSettings
+from ripple.snapshotter.tls import GrpcTls
 from ripple.snapshotter.wal import WalError
-from ripple.tls import Certificate, TlsError
 
 __all__ = [
     "MAX_PAYLOAD_BYTES",
     "SERVICE",
     "GrpcServerError",
-    "GrpcTls",
     "PublishService",
     "parse_address",
-    "read_pem",
     "serve_grpc",
-    "server_tls",
 ]
 
 log = logging.getLogger(__name__)
@@ -255,96 +249,6 @@ def parse_address(address: str) -> tuple[str, int]:
     if not sep or not host or not port.isdigit() or int(port) > 65535:
         raise GrpcServerError(f"gRPC address {address!r} must be HOST:PORT, e.g. 127.0.0.1:50051")
     return host, int(port)
-
-
-def read_pem(path: Path, setting: str, *, authorities: bool = False) -> bytes:
-    """The PEM file `setting` names; with `authorities`, checked to hold CA certificates.
-    `TlsError` naming the setting when it cannot be read or used."""
-    try:
-        pem = path.read_bytes()
-    except OSError as e:
-        raise TlsError(f"{setting} {str(path)!r} is not a readable file: {e.strerror}") from None
-    if authorities:
-        try:
-            ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT).load_verify_locations(cadata=pem.decode())
-        except (ssl.SSLError, ValueError) as e:
-            raise TlsError(
-                f"{setting} {str(path)!r} is not a bundle of PEM CA certificates: "
-                f"{getattr(e, 'reason', None) or e}"
-            ) from None
-    return pem
-
-
-class GrpcTls:
-    """What the gRPC server serves TLS with: the files of `certificate` (which checks that
-    they are a pair, and which the health server serves too) and, with `client_ca`, the CA
-    bundle every client's certificate must be signed by (`client_ca_setting` names it).
-
-    `reload()` (SIGHUP) reads them all again; gRPC asks `_fetch` at each new connection's
-    handshake, so the next connection is served the new files and open ones keep theirs.
-    Files that cannot be served are logged and the ones loaded before stay."""
-
-    def __init__(
-        self,
-        certificate: Certificate,
-        client_ca: Path | None = None,
-        client_ca_setting: str = "tls-client-ca",
-    ) -> None:
-        self.certificate = certificate
-        self.client_ca = client_ca
-        self.client_ca_setting = client_ca_setting
-        self._lock = threading.Lock()
-        self._current = self._read()
-        self._served = self._current
-
-    def _read(self) -> Any:
-        cert_setting, key_setting = self.certificate.settings
-        pair = (
-            read_pem(self.certificate.key, key_setting),
-            read_pem(self.certificate.cert, cert_setting),
-        )
-        authorities = None
-        if self.client_ca is not None:
-            authorities = read_pem(self.client_ca, self.client_ca_setting, authorities=True)
-        return grpc.ssl_server_certificate_configuration([pair], root_certificates=authorities)
-
-    def reload(self) -> bool:
-        """Read the files again; whether new connections are served them."""
-        try:
-            current = self._read()
-        except TlsError as e:
-            log.error("%s; still serving the certificate loaded before", e)
-            return False
-        if not self.certificate.reload():  # not a pair: logged why
-            return False
-        with self._lock:
-            self._current = current
-        return True
-
-    def _fetch(self) -> Any:
-        """gRPC's fetcher: the configuration to serve from now on, or None to keep its own."""
-        with self._lock:
-            if self._served is self._current:
-                return None
-            self._served = self._current
-            return self._current
-
-    def credentials(self) -> Any:
-        return grpc.dynamic_ssl_server_credentials(
-            self._current, self._fetch, require_client_authentication=self.client_ca is not None
-        )
-
-
-def server_tls(settings: SnapshotterSettings) -> GrpcTls | None:
-    """The TLS `settings` configure for the gRPC server (and its health), loaded; None for
-    plain text; `TlsError` naming the setting at fault."""
-    files = settings.tls
-    if files is None:
-        return None
-    certificate = Certificate(
-        *files, settings=(settings.setting("tls-cert"), settings.setting("tls-key"))
-    )
-    return GrpcTls(certificate, settings.tls_client_ca, settings.setting("tls-client-ca"))
 
 
 def serve_grpc(
