@@ -12,7 +12,7 @@ import pytest
 
 from ripple.metabase import Metabase, create_project
 from ripple.notifications.errors import NotificationError
-from ripple.notifications.journal import Journal, JournalStore
+from ripple.notifications.journal import Journal, JournalStore, journal_periods
 from ripple.notifications.registry import Registry
 from ripple.notifications.store import EventingStore
 from ripple.notifications.watcher import ConfigWatcher
@@ -32,6 +32,13 @@ def test_a_journal_is_enabled_changed_and_disabled(db: Metabase) -> None:
     assert journals.delete(project.id, "photos", "alice")
     assert not journals.delete(project.id, "photos", "alice")
     assert journals.get(project.id, "photos") is None
+    with db.read() as conn:  # the pipeline still journals what was committed until now
+        [(enabled, disabled)] = journal_periods(conn).values()
+    assert enabled == first.enabled_ns < disabled <= time.time_ns()
+    again = journals.put(project.id, "photos", None, "alice")  # a new period
+    assert again.enabled_ns >= disabled
+    with db.read() as conn:
+        assert journal_periods(conn) == {(project.id, "photos"): (again.enabled_ns, None)}
 
 
 @pytest.mark.parametrize("days", [0, 6, -1, 2**31])
@@ -88,4 +95,6 @@ def test_a_deleted_bucket_takes_its_journal_configuration_along(db: Metabase) ->
     EventingStore(db).forget_bucket(project.id, "photos", "alice")
     assert JournalStore(db).get(project.id, "photos") is None
     assert set(EventingStore(db).snapshot().journals) == {(project.id, "videos")}
+    with db.read() as conn:  # the events of the bucket's emptying are still journaled
+        assert journal_periods(conn)[(project.id, "photos")][1] is not None
     assert JournalStore(db).get(uuid.uuid4(), "videos") is None

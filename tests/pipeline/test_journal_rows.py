@@ -1,6 +1,7 @@
 """Which events the journal keeps (`keep_journaled`): a journaled bucket's, committed at or
 after its journal was enabled, a rename's single event and not its removed-and-created
-pair; and that a pipeline starts the journal's query only once a bucket is journaled."""
+pair, and within its period when it was disabled since; and that a pipeline starts the
+journal's query only once a bucket is journaled."""
 
 from __future__ import annotations
 
@@ -39,10 +40,21 @@ def test_a_journaled_buckets_events_since_it_was_enabled_are_kept() -> None:
         ("photos", 101, "single"),  # the same rename as one event
         ("other", 200, None),  # no journal
     )
-    kept = keep_journaled(batch, {(PROJECT, "photos"): 100})
+    forever = 2**63 - 1
+    kept = keep_journaled(batch, {(PROJECT, "photos"): (100, forever)})
     assert kept.column("key").to_pylist() == ["k1", "k4"]
     assert keep_journaled(batch, {}).num_rows == 0
-    assert keep_journaled(events(("photos", 100, None)), {(PROJECT, "photos"): 100}).num_rows == 1
+    one = events(("photos", 100, None))
+    assert keep_journaled(one, {(PROJECT, "photos"): (100, forever)}).num_rows == 1
+
+
+def test_a_disabled_journal_keeps_the_events_of_its_period() -> None:
+    """Disabled (or its bucket deleted) while the pipeline lags: what was committed while it
+    was enabled is still journaled, what came after is not."""
+    batch = events(("photos", 99, None), ("photos", 100, None), ("photos", 149, None))
+    batch = pa.concat_batches([batch, events(("photos", 150, None), ("photos", 151, None))])
+    kept = keep_journaled(batch, {(PROJECT, "photos"): (100, 150)})
+    assert kept.column("commit_ns").to_pylist() == [100, 149]
 
 
 class Started(JournalQuery):
@@ -57,7 +69,7 @@ def test_the_query_starts_once_a_bucket_is_journaled(
 ) -> None:
     monkeypatch.setattr(journal_module, "CHECK_EVERY_S", 0.0)
     url = db.url.render_as_string(hide_password=False)
-    common = {"url": url, "events": None, "checkpoint": str(tmp_path / "cp")}
+    common = {"url": url, "events": None}
     query = Started(None, location=str(tmp_path), max_records_per_batch=10, **common)  # type: ignore[arg-type]
     assert query.start_if_journaled() is None
     project = create_project(db, "alice")

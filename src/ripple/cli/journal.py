@@ -38,7 +38,8 @@ def journal() -> None:
     """The bucket journal: every event of a bucket's objects kept in a table.
 
     A bucket opts in with `ripple journal enable BUCKET` (or `PUT /BUCKET?journal` through
-    the gateway); `--expiration-days` prunes rows older than that many days."""
+    the gateway); `--expiration-days` records how long its rows are to be kept (pruning is
+    not built yet: docs/journal.md)."""
 
 
 @contextmanager
@@ -101,9 +102,9 @@ def _expiration(journal: Journal) -> str:
     "days_text",
     metavar="N",
     default=None,
-    help=f"Prune journal rows older than N days ({MIN_EXPIRATION_DAYS} or more, as S3's "
-    "journal tables). Without it the rows are kept; enabling again without it stops "
-    "pruning.",
+    help=f"Keep journal rows N days ({MIN_EXPIRATION_DAYS} or more, as S3's journal "
+    "tables); stored and shown, not applied yet (pruning is not built). Without it the rows "
+    "are kept.",
 )
 @click.pass_context
 def journal_enable(ctx: click.Context, bucket: str, days_text: str | None) -> None:

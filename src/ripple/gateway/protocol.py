@@ -182,10 +182,15 @@ class S3Protocol(Lingering, HttpToolsProtocol):
         idle = self.cycle is None or self.cycle.response_complete
         if self.dropping:
             self.close_now()
-        elif idle and self.raw is not None and self.raw.get_extra_info("sslcontext"):
+        elif (
+            idle
+            and self.raw is not None
+            and self.raw.get_extra_info("sslcontext")
+            and not self.raw.get_write_buffer_size()
+        ):
             # A TLS close waits for the client's goodbye, which an idle keep-alive client
             # never sends: the stop would wait out its graceful timeout. Nothing is in
-            # flight, so the connection ends at once, as a plain one does on close().
+            # flight or left to send, so the connection ends at once, as a plain one does.
             self.raw.abort()
         else:
             super().shutdown()

@@ -19,7 +19,15 @@ from ripple.notifications.errors import invalid
 from ripple.notifications.phase1 import BucketKey
 from ripple.notifications.schema import bucket_journals
 
-__all__ = ["MAX_EXPIRATION_DAYS", "MIN_EXPIRATION_DAYS", "Journal", "JournalStore", "journals"]
+__all__ = [
+    "MAX_EXPIRATION_DAYS",
+    "MIN_EXPIRATION_DAYS",
+    "Journal",
+    "JournalStore",
+    "disable_journal",
+    "journal_periods",
+    "journals",
+]
 
 # Amazon S3 Metadata's journal table: record expiration of 7 days or more
 MIN_EXPIRATION_DAYS = 7
@@ -29,7 +37,8 @@ MAX_EXPIRATION_DAYS = 2_147_483_647
 @dataclass(frozen=True)
 class Journal:
     """A journaled bucket's configuration: its events committed from `enabled_ns` on are
-    journaled; rows older than `expiration_days` are pruned (None: kept)."""
+    journaled; `expiration_days`, how long its rows are to be kept (None: for ever; pruning
+    is not built yet)."""
 
     enabled_ns: int
     expiration_days: int | None = None
@@ -52,14 +61,34 @@ def check_expiration_days(days: int | None) -> None:
 
 
 def journals(conn: Connection) -> dict[BucketKey, Journal]:
-    """Every journaled bucket's configuration."""
+    """Every journaled bucket's configuration (its journal enabled now)."""
     c = bucket_journals.c
     return {
         (row.project_id, row.bucket_name): Journal(row.enabled_ns, row.expiration_days)
         for row in conn.execute(
-            sa.select(c.project_id, c.bucket_name, c.enabled_ns, c.expiration_days)
+            sa.select(c.project_id, c.bucket_name, c.enabled_ns, c.expiration_days).where(
+                c.disabled_ns.is_(None)
+            )
         )
     }
+
+
+def journal_periods(conn: Connection) -> dict[BucketKey, tuple[int, int | None]]:
+    """(enabled ns, disabled ns or None) of every bucket's latest journal, a disabled one
+    too: the events committed within it are the journal's."""
+    c = bucket_journals.c
+    rows = conn.execute(sa.select(c.project_id, c.bucket_name, c.enabled_ns, c.disabled_ns))
+    return {(r.project_id, r.bucket_name): (r.enabled_ns, r.disabled_ns) for r in rows}
+
+
+def disable_journal(conn: Connection, project_id: uuid.UUID, bucket: str) -> bool:
+    """End the bucket's journal now, in the caller's transaction; whether it had one."""
+    ended = conn.execute(
+        sa.update(bucket_journals)
+        .where(_of(project_id, bucket), bucket_journals.c.disabled_ns.is_(None))
+        .values(disabled_ns=time.time_ns())
+    )
+    return bool(ended.rowcount)
 
 
 class JournalStore:
@@ -74,7 +103,7 @@ class JournalStore:
         with self.db.read() as conn:
             row = conn.execute(
                 sa.select(bucket_journals.c.enabled_ns, bucket_journals.c.expiration_days).where(
-                    _of(project_id, bucket)
+                    _of(project_id, bucket), bucket_journals.c.disabled_ns.is_(None)
                 )
             ).first()
         return None if row is None else Journal(row.enabled_ns, row.expiration_days)
@@ -83,27 +112,32 @@ class JournalStore:
         self, project_id: uuid.UUID, bucket: str, expiration_days: int | None, principal: str
     ) -> Journal:
         """Journal the bucket from now on, or change how long its rows are kept (an enabled
-        journal keeps its start)."""
+        journal keeps its start). A journal enabled again after it was disabled starts anew:
+        the events of its earlier period that the pipeline has not read by then are not
+        journaled."""
         check_expiration_days(expiration_days)
 
         def run(conn: Connection) -> tuple[Journal, str]:
             c = bucket_journals.c
-            enabled = conn.execute(sa.select(c.enabled_ns).where(_of(project_id, bucket))).scalar()
-            journal = Journal(enabled or time.time_ns(), expiration_days)
-            if enabled is None:
+            row = conn.execute(
+                sa.select(c.enabled_ns, c.disabled_ns).where(_of(project_id, bucket))
+            ).first()
+            running = row.enabled_ns if row is not None and row.disabled_ns is None else None
+            journal = Journal(running or time.time_ns(), expiration_days)
+            values = {
+                "enabled_ns": journal.enabled_ns,
+                "disabled_ns": None,
+                "expiration_days": expiration_days,
+            }
+            if row is None:
                 conn.execute(
                     sa.insert(bucket_journals).values(
-                        project_id=project_id,
-                        bucket_name=bucket,
-                        enabled_ns=journal.enabled_ns,
-                        expiration_days=expiration_days,
+                        project_id=project_id, bucket_name=bucket, **values
                     )
                 )
             else:
                 conn.execute(
-                    sa.update(bucket_journals)
-                    .where(_of(project_id, bucket))
-                    .values(expiration_days=expiration_days)
+                    sa.update(bucket_journals).where(_of(project_id, bucket)).values(values)
                 )
             days = "kept" if expiration_days is None else f"{expiration_days} days"
             return journal, record_change(conn, principal, "put-journal", f"{bucket}: {days}")
@@ -113,10 +147,11 @@ class JournalStore:
         return journal
 
     def delete(self, project_id: uuid.UUID, bucket: str, principal: str) -> bool:
-        """Stop journaling the bucket (the rows written stay); whether it was journaled."""
+        """Stop journaling the bucket from now on (the rows written stay, and the events
+        committed before now are still journaled); whether it was journaled."""
 
         def run(conn: Connection) -> str | None:
-            if conn.execute(sa.delete(bucket_journals).where(_of(project_id, bucket))).rowcount:
+            if disable_journal(conn, project_id, bucket):
                 return record_change(conn, principal, "delete-journal", bucket)
             return None
 

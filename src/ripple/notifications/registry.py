@@ -160,8 +160,9 @@ class Registry:
         return dict(self._routes)
 
     def buckets(self) -> list[BucketKey]:
-        """Every bucket with eventing, sorted by project id and bucket name (the entries of
-        project-wide destinations, `PROJECT_WIDE`, are no bucket)."""
+        """Every bucket with destinations, sorted by project id and bucket name (the entries
+        of project-wide destinations, `PROJECT_WIDE`, are no bucket; a bucket only
+        journaled has none)."""
         return sorted(key for key in self._routes if key[1] != PROJECT_WIDE)
 
     def set_bucket(

@@ -58,13 +58,16 @@ eventing_changes = sa.Table(
 )
 
 # A bucket's journal (docs/journal.md): the pipeline writes every event of the bucket's
-# objects, committed from `enabled_ns` on, into the journal table; `expiration_days` (null:
-# kept for ever) is how long its rows are kept. Created by migration 0018.
+# objects committed from `enabled_ns` until `disabled_ns` (null: while it is enabled) into
+# the journal table; `expiration_days` (null: kept for ever) is how long its rows are kept.
+# A disabled journal's row stays, so the events of its period the pipeline has not read yet
+# are still journaled. Created by migration 0018.
 bucket_journals = sa.Table(
     "bucket_journals",
     metadata,
     sa.Column("project_id", sa.Uuid, primary_key=True),
     sa.Column("bucket_name", sa.String(63), primary_key=True),
     sa.Column("enabled_ns", sa.BigInteger, nullable=False),
+    sa.Column("disabled_ns", sa.BigInteger, nullable=True),
     sa.Column("expiration_days", sa.Integer, nullable=True),
 )

@@ -33,15 +33,10 @@ from ripple.notifications.configuration import (
     notification_from_json,
     notification_to_json,
 )
-from ripple.notifications.journal import Journal, journals
+from ripple.notifications.journal import Journal, disable_journal, journals
 from ripple.notifications.phase1 import BucketKey
 from ripple.notifications.registry import PROJECT_CONFIGURATION_ID, PROJECT_WIDE, Destination
-from ripple.notifications.schema import (
-    bucket_journals,
-    bucket_notifications,
-    eventing_changes,
-    topics,
-)
+from ripple.notifications.schema import bucket_notifications, eventing_changes, topics
 from ripple.notifications.topics import Topic
 
 __all__ = ["ConfigSnapshot", "EventingStore", "StoredTopic", "topic_arn"]
@@ -313,17 +308,15 @@ class EventingStore:
         (the journal's rows stay)."""
 
         def run(conn: Connection) -> str | None:
-            journaled = bucket_journals.c
-            forgotten = conn.execute(
-                sa.delete(bucket_journals).where(
-                    (journaled.project_id == project_id) & (journaled.bucket_name == bucket)
-                )
-            ).rowcount
-            forgotten += conn.execute(
+            # the journal ends now: the events the bucket's emptying committed are still its
+            journal_ended = disable_journal(conn, project_id, bucket)
+            notifications = conn.execute(
                 sa.delete(bucket_notifications).where(_of(project_id, bucket))
             ).rowcount
-            if forgotten:
+            if notifications:
                 return record_change(conn, principal, "delete-bucket-notifications", bucket)
+            if journal_ended:
+                return record_change(conn, principal, "delete-journal", bucket)
             return None
 
         audit(self.db.run_write(run))

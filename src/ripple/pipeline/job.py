@@ -382,7 +382,6 @@ def run(
             url=settings.database_url,
             events=settings.events,
             location=settings.journal_location,
-            checkpoint=f"{checkpoint_root(settings)}/journal",
             max_records_per_batch=settings.max_records_per_batch,
         )
         journal_started(journal, queries, stop)

@@ -28,15 +28,24 @@ from pyspark.sql.streaming.query import StreamingQuery
 
 from ripple.changestream.reader import DEFAULT_STREAM
 from ripple.events import EventSettings
-from ripple.notifications.schema import bucket_journals
+from ripple.notifications.journal import journal_periods
 from ripple.pipeline.source import NAME as CHANGE_STREAM
 from ripple.pipeline.source import engine_for
 from ripple.pipeline.transform import EVENT_SCHEMA, BatchMapper, Owners
 
-__all__ = ["CONSUMER", "JOURNAL_COLUMNS", "JournalQuery", "journal_events", "journal_table"]
+__all__ = [
+    "CONSUMER",
+    "JOURNAL_COLUMNS",
+    "JournalQuery",
+    "journal_checkpoint",
+    "journal_events",
+    "journal_table",
+    "keep_journaled",
+]
 
 log = logging.getLogger(__name__)
 
+FOREVER = 2**63 - 1  # the end of a journal still enabled, in ns
 CONSUMER = "journal"  # the change stream's consumer whose offsets the journal query keeps
 QUERY_NAME = "ripple-journal"
 TRIGGER = "500 milliseconds"  # a row is visible to readers about a second after its write
@@ -61,6 +70,7 @@ JOURNAL_COLUMNS = (
     "user_metadata",
     "object_tags",
     "event_name",
+    "rename_source_key",
     *PARTITIONS,
 )
 
@@ -68,7 +78,7 @@ JOURNAL_COLUMNS = (
 _MESSAGE = (
     "eventTime string, userIdentity struct<principalId: string>, "
     "requestParameters struct<sourceIPAddress: string>, responseElements map<string, string>, "
-    "s3 struct<object: struct<size: bigint, eTag: string>>"
+    "s3 struct<object: struct<size: bigint, eTag: string, renameFromKey: string>>"
 )
 _DELETE_MARKERS = ("ObjectRemoved:DeleteMarkerCreated", "LifecycleExpiration:DeleteMarkerCreated")
 
@@ -78,28 +88,39 @@ def journal_table(location: str) -> str:
     return f"{location.rstrip('/')}/journal"
 
 
-def journaled_since(url: str, engine: sa.Engine | None = None) -> dict[tuple[str, str], int]:
-    """(project id, bucket) → when its journal was enabled (ns), for every journaled
-    bucket."""
+def journal_checkpoint(location: str) -> str:
+    """The journal query's checkpoint: beside its table, not with the pipeline's, since the
+    two must go together (a checkpoint started anew would number its batches from 0 again,
+    and the table's sink skips the batch numbers it has committed)."""
+    return f"{location.rstrip('/')}/checkpoint"
+
+
+def journal_periods_of(
+    url: str, engine: sa.Engine | None = None
+) -> dict[tuple[str, str], tuple[int, int]]:
+    """(project id, bucket) → (from, until) ns of its journal's period (until: the largest
+    int64 while it is enabled), for every bucket journaled now or before."""
     owned = engine is None
     engine = engine or engine_for(url)
     try:
         with engine.connect() as conn:
-            c = bucket_journals.c
-            rows = conn.execute(sa.select(c.project_id, c.bucket_name, c.enabled_ns)).all()
+            periods = journal_periods(conn)
     finally:
         if owned:
             engine.dispose()
-    return {(str(r.project_id), r.bucket_name): r.enabled_ns for r in rows}
+    return {
+        (str(project), bucket): (enabled, FOREVER if disabled is None else disabled)
+        for (project, bucket), (enabled, disabled) in periods.items()
+    }
 
 
 def journal_events(
     url: str, settings: EventSettings
 ) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
     """The `mapInArrow` function: a task's change records → the events (EVENT_SCHEMA) of
-    journaled buckets committed since their journal was enabled; a rename's once, as one
-    event (`single`). The journaled buckets are read after the records, so a record
-    committed after a journal was enabled always finds it."""
+    buckets committed within their journal's period; a rename's once, as one event
+    (`single`). The periods are read after the records, so a record committed after a
+    journal was enabled always finds it, and a disabled journal keeps its period's events."""
 
     def transform(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         owners = Owners(url)
@@ -109,7 +130,7 @@ def journal_events(
             for batch in batches:
                 events = mapper.map(batch)
                 if events.num_rows:
-                    kept = keep_journaled(events, journaled_since(url, engine))
+                    kept = keep_journaled(events, journal_periods_of(url, engine))
                     if kept.num_rows:
                         yield kept
             mapper.finish()
@@ -120,22 +141,23 @@ def journal_events(
     return transform
 
 
-def keep_journaled(events: pa.RecordBatch, since: dict[tuple[str, str], int]) -> pa.RecordBatch:
-    """The events (EVENT_SCHEMA) of buckets journaled since (ns) before their commit, a
-    rename's single event only."""
-    if not since:
+def keep_journaled(
+    events: pa.RecordBatch, periods: dict[tuple[str, str], tuple[int, int]]
+) -> pa.RecordBatch:
+    """The events (EVENT_SCHEMA) committed within their bucket's journal period (from
+    inclusive, until exclusive), a rename's single event only."""
+    if not periods:
         return events.slice(0, 0)
     projects = events.column("project_id").to_pylist()
     buckets = events.column("bucket").to_pylist()
-    enabled = np.array(
-        [since.get((p, b), -1) for p, b in zip(projects, buckets, strict=True)], dtype=np.int64
-    )
+    within = [periods.get((p, b), (0, 0)) for p, b in zip(projects, buckets, strict=True)]
+    start = np.array([since for since, _ in within], dtype=np.int64)
+    end = np.array([until for _, until in within], dtype=np.int64)
     commit = events.column("commit_ns").to_numpy(zero_copy_only=False)
-    keep = (enabled >= 0) & (commit >= enabled)
+    keep = pa.array((start <= commit) & (commit < end))
     rename = events.column("rename")
     one_way = pc.fill_null(pc.not_equal(rename, "s3"), True)  # no rename, or its single event
-    mask = pa.array(keep) if rename.null_count == len(rename) else pc.and_(pa.array(keep), one_way)
-    return events.filter(mask)
+    return events.filter(keep if rename.null_count == len(rename) else pc.and_(keep, one_way))
 
 
 def journal_rows(events: DataFrame) -> DataFrame:
@@ -167,7 +189,10 @@ def journal_rows(events: DataFrame) -> DataFrame:
         "user_metadata": F.from_json(F.col("metadata"), "map<string, string>"),
         "object_tags": F.from_json(F.col("tags"), "map<string, string>"),
         "event_name": name,
-        "record_date": F.to_date(timestamp),
+        # a rename's source key (its event's is URL-encoded, as an event's keys are)
+        "rename_source_key": F.url_decode(message["s3"]["object"]["renameFromKey"]),
+        # the UTC date of the event's time, whatever the session's time zone
+        "record_date": F.to_date(F.substring(message["eventTime"], 1, 10)),
         "bucket": F.col("bucket"),
     }
     return events.select(*(columns[name].alias(name) for name in JOURNAL_COLUMNS))
@@ -184,14 +209,12 @@ class JournalQuery:
         url: str,
         events: EventSettings,
         location: str,
-        checkpoint: str,
         max_records_per_batch: int,
     ) -> None:
         self.spark = spark
         self.url = url
         self.events = events
         self.location = location
-        self.checkpoint = checkpoint
         self.max_records = max_records_per_batch
         self.query: StreamingQuery | None = None
         self._engine: sa.Engine | None = None
@@ -208,7 +231,11 @@ class JournalQuery:
         self._checked = now
         if self._engine is None:
             self._engine = engine_for(self.url)
-        if not journaled_since(self.url, self._engine):
+        try:
+            if not journal_periods_of(self.url, self._engine):
+                return None
+        except sa.exc.SQLAlchemyError as e:  # the database away: the next check tries again
+            log.warning("journal: cannot read the journaled buckets: %s", str(e).splitlines()[0])
             return None
         self.query = self.start()
         log.info("journal: writing journaled buckets' events to %s", self.location)
@@ -230,7 +257,7 @@ class JournalQuery:
             journal_rows(events)
             .writeStream.format("parquet")
             .option("path", journal_table(self.location))
-            .option("checkpointLocation", self.checkpoint)
+            .option("checkpointLocation", journal_checkpoint(self.location))
             .partitionBy(*PARTITIONS)
             .trigger(processingTime=TRIGGER)
             .queryName(QUERY_NAME)

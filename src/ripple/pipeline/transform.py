@@ -8,7 +8,8 @@ PUT, POST, copy, multipart completion, DELETE or delete marker: most of them) ar
 over whole columns at once by
 `ripple.events.batch.simple_events`, from templates that `s3_events` writes and checks; the
 others go through `s3_events` one transaction at a time. No per-row UDF: a pipeline task
-hands its batches to one `BatchMapper` (ripple.pipeline.tasks).
+hands its batches to one `BatchMapper` (ripple.pipeline.tasks, and the journal's query,
+ripple.pipeline.journal).
 """
 
 from __future__ import annotations

@@ -1,8 +1,9 @@
-"""Each journaled bucket: since when its events go to the journal, and how long its rows
-are kept (ripple.notifications.journal).
+"""Each journaled bucket: when its events go to the journal (from enabled_ns, until
+disabled_ns), and how long its rows are kept (ripple.notifications.journal).
 
     CREATE TABLE bucket_journals (project_id UUID, bucket_name VARCHAR(63), enabled_ns BIGINT
-        NOT NULL, expiration_days INTEGER, PRIMARY KEY (project_id, bucket_name))
+        NOT NULL, disabled_ns BIGINT, expiration_days INTEGER,
+        PRIMARY KEY (project_id, bucket_name))
 
 Revision ID: 0018
 Revises: 0017
@@ -26,6 +27,7 @@ def upgrade() -> None:
         sa.Column("project_id", sa.Uuid, primary_key=True),
         sa.Column("bucket_name", sa.String(63), primary_key=True),
         sa.Column("enabled_ns", sa.BigInteger, nullable=False),
+        sa.Column("disabled_ns", sa.BigInteger, nullable=True),
         sa.Column("expiration_days", sa.Integer, nullable=True),
     )
 
