@@ -1,8 +1,8 @@
 """The bucket journal: every event of a journaled bucket's objects as a row of a Parquet
 table Spark SQL reads (docs/journal.md). A streaming query of its own over the objects'
 change stream (consumer `journal`): the pipeline's transform maps the records to events
-(`BatchMapper`, one Arrow batch at a time), keeps those of journaled buckets committed since
-their journal was enabled, and Spark's file sink writes them, partitioned by date and
+(`BatchMapper`, one Arrow batch at a time), keeps those committed within their bucket's
+journal period (`bucket_journals`), and Spark's file sink writes them, partitioned by date and
 bucket, one atomic commit per micro-batch: the sink's log (`_spark_metadata`) lists the
 files of each committed batch, so a batch run again after a crash never doubles a row for a
 reader of the table's root. Columns: `JOURNAL_COLUMNS`, after Amazon S3 Metadata's journal.
