@@ -13,15 +13,18 @@ from urllib.parse import quote
 import boto3
 import botocore
 import httpx
+import orjson
 import pytest
+import sqlalchemy as sa
 from botocore.auth import S3SigV4Auth
 from botocore.awsrequest import AWSRequest
 from botocore.config import Config
 from botocore.credentials import Credentials
 from botocore.exceptions import ClientError
 
+from ripple.changestream.schema import change_records
 from ripple.identity import create_user
-from ripple.metabase import ObjectLocation
+from ripple.metabase import Metabase, ObjectLocation
 from ripple.metabase.put_object import put_object
 from ripple.metabase.rows import new_stream_id
 from ripple.notifications.store import StoredTopic, topic_arn
@@ -189,3 +192,13 @@ class PubSub:
         response = self(method, path, params)
         assert response.status_code == 200, response.text
         return response.json() if response.content else None
+
+
+def recorded_request_ids(db: Metabase) -> list[str]:
+    """The request ids of the objects' change records, in the order they were written."""
+    c = change_records.c
+    with db.read() as conn:
+        rows = conn.execute(
+            sa.select(c.transaction_tag).where(c.stream_name == "bucket_eventing")
+        ).all()
+    return [orjson.loads(row.transaction_tag)["request_id"] for row in rows]

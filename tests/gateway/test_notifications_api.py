@@ -11,20 +11,17 @@ from collections.abc import Iterator
 from typing import Any
 
 import httpx
-import orjson
 import pytest
-import sqlalchemy as sa
 from botocore.auth import S3SigV4Auth
 from botocore.awsrequest import AWSRequest
 from botocore.credentials import Credentials
 from botocore.exceptions import ClientError
 
-from ripple.changestream.schema import change_records
 from ripple.identity import create_user
 from ripple.notifications.configuration import Notification
 from ripple.notifications.store import topic_arn
 from tests.gateway.conftest import Running
-from tests.gateway.helpers import REGION, make_topic, signed_put
+from tests.gateway.helpers import REGION, make_topic, recorded_request_ids, signed_put
 from tests.receiver import Receiver, receiver
 
 
@@ -253,16 +250,7 @@ def test_the_gateway_records_changes_once_the_bucket_has_a_notification(
         Bucket="photos", NotificationConfiguration=configuration(("n", topic.arn))
     )
     put = s3.put_object(Bucket="photos", Key="after", Body=b"x")
-    with db.read() as conn:
-        tags = [
-            orjson.loads(row.transaction_tag)
-            for row in conn.execute(
-                sa.select(change_records.c.transaction_tag).where(
-                    change_records.c.stream_name == "bucket_eventing"
-                )
-            )
-        ]
-    assert [t["request_id"] for t in tags] == [put["ResponseMetadata"]["RequestId"]]
+    assert recorded_request_ids(db) == [put["ResponseMetadata"]["RequestId"]]
 
 
 def test_deleting_the_bucket_deletes_its_notifications(gateway: Running, s3: Any) -> None:

@@ -4,6 +4,8 @@ boto3, and the pipeline following the API's configuration."""
 
 from __future__ import annotations
 
+import hashlib
+import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -13,13 +15,14 @@ import sqlalchemy as sa
 
 from ripple.changestream.schema import change_records
 from ripple.events import EventSettings
-from ripple.metabase import Metabase
+from ripple.metabase import BucketLocation, Metabase, ObjectLocation
 from ripple.notifications.registry import Registry
 from ripple.notifications.store import EventingStore
 from ripple.pipeline.route import route
 from ripple.targets.base import Delivery
 from ripple.targets.retry import RetryPolicy
 from tests.gateway.conftest import Running
+from tests.metabase.objects import commit_inline_object
 from tests.pipeline.conftest import RunningPipeline, running_pipeline
 from tests.pipeline.reference import events_of_rows
 
@@ -89,3 +92,29 @@ def pipeline(
         url, checkpoint, Registry(), {}, db.writer, policy=policy, configured={}, journal=journal
     ) as deliverer:
         yield deliverer
+
+
+class ObjectWriter(threading.Thread):
+    """Commits `count` new objects under `prefix` in `bucket`, one transaction each, on a
+    thread: `keys` is what was committed so far, `error` what stopped it."""
+
+    def __init__(self, db: Metabase, bucket: BucketLocation, count: int, prefix: str) -> None:
+        super().__init__(name="writer")
+        self.db, self.bucket, self.count, self.prefix = db, bucket, count, prefix
+        self.keys: list[str] = []
+        self.error: BaseException | None = None
+
+    def run(self) -> None:
+        try:
+            for i in range(self.count):
+                key = f"{self.prefix}{i:05d}"
+                data = key.encode()
+                commit_inline_object(
+                    self.db,
+                    ObjectLocation(self.bucket.project_id, self.bucket.bucket_name, key),
+                    data,
+                    etag=hashlib.md5(data).hexdigest(),
+                )
+                self.keys.append(key)
+        except BaseException as e:
+            self.error = e

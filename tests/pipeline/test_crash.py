@@ -9,7 +9,6 @@ kill between a webhook's acknowledgement and that offset commit redelivers event
 
 from __future__ import annotations
 
-import hashlib
 import threading
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -22,7 +21,6 @@ from ripple.changestream.reader import ChangeStreamReader
 from ripple.metabase import (
     BucketLocation,
     Metabase,
-    ObjectLocation,
     create_bucket,
     create_project,
 )
@@ -30,8 +28,8 @@ from ripple.notifications.phase1 import parse_eventing_buckets
 from ripple.notifications.registry import Registry
 from ripple.pipeline.queue import RetryQueue
 from ripple.subscriptions.store import SubscriptionStore
-from tests.metabase.objects import commit_inline_object
 from tests.pipeline.conftest import wait_for
+from tests.pipeline.helpers import ObjectWriter
 from tests.ripple_process import RippleProcess
 
 TOPIC = "projects/ripple-test/topics/events"
@@ -85,31 +83,6 @@ def receiver() -> Iterator[Receiver]:
     receiver.close()
 
 
-class Writer(threading.Thread):
-    """Commits EVENTS new objects (one event each), one transaction per object."""
-
-    def __init__(self, db: Metabase, bucket: BucketLocation) -> None:
-        super().__init__(name="writer")
-        self.db, self.bucket = db, bucket
-        self.keys: list[str] = []
-        self.error: BaseException | None = None
-
-    def run(self) -> None:
-        try:
-            for i in range(EVENTS):
-                key = f"crash/{i:05d}"
-                data = key.encode()
-                commit_inline_object(
-                    self.db,
-                    ObjectLocation(self.bucket.project_id, self.bucket.bucket_name, key),
-                    data,
-                    etag=hashlib.md5(data).hexdigest(),
-                )
-                self.keys.append(key)
-        except BaseException as e:
-            self.error = e
-
-
 def pulled_keys(store: SubscriptionStore) -> list[str]:
     """The keys of every event the subscription holds, in one pull."""
     page = store.pull("audit", None, 1000)
@@ -118,7 +91,7 @@ def pulled_keys(store: SubscriptionStore) -> list[str]:
 
 
 def why_not_delivered(
-    db: Metabase, receiver: Receiver, writer: Writer, pipeline: RippleProcess
+    db: Metabase, receiver: Receiver, writer: ObjectWriter, pipeline: RippleProcess
 ) -> str:
     """What a failed wait needs to be understood: the keys that never arrived, whether the
     pipeline still runs, where its consumer offsets stand against the stream's ends, its
@@ -156,7 +129,7 @@ def test_sigkill_while_events_flow_loses_nothing(
     }
     args = ("--config", str(config), "pipeline", "run", "--max-records-per-batch", "50")
 
-    writer = Writer(db, BucketLocation(project.id, "photos"))
+    writer = ObjectWriter(db, BucketLocation(project.id, "photos"), EVENTS, "crash/")
     with RippleProcess(tmp_path, *args, **env) as first:
         first.wait_for_output("pipeline running")
         writer.start()

@@ -5,19 +5,17 @@ the installed command, Spark local[2])."""
 
 from __future__ import annotations
 
-import hashlib
-import threading
 from pathlib import Path
 
 from pyspark.errors import AnalysisException
 from pyspark.sql import SparkSession
 
-from ripple.metabase import BucketLocation, Metabase, ObjectLocation, create_bucket, create_project
+from ripple.metabase import BucketLocation, Metabase, create_bucket, create_project
 from ripple.notifications.journal import JournalStore
 from ripple.notifications.registry import Registry
 from ripple.pipeline.journal import journal_table
-from tests.metabase.objects import commit_inline_object
 from tests.pipeline.conftest import wait_for
+from tests.pipeline.helpers import ObjectWriter
 from tests.ripple_process import RippleProcess
 
 EVENTS = 400
@@ -46,28 +44,6 @@ class Journal:
         return self._keys
 
 
-class Writer(threading.Thread):
-    """Commits EVENTS new objects, one transaction each."""
-
-    def __init__(self, db: Metabase, bucket: BucketLocation) -> None:
-        super().__init__(name="writer")
-        self.db, self.bucket = db, bucket
-        self.keys: list[str] = []
-        self.error: BaseException | None = None
-
-    def run(self) -> None:
-        try:
-            for i in range(EVENTS):
-                key = f"crash/{i:05d}"
-                location = ObjectLocation(self.bucket.project_id, self.bucket.bucket_name, key)
-                commit_inline_object(
-                    self.db, location, key.encode(), etag=hashlib.md5(key.encode()).hexdigest()
-                )
-                self.keys.append(key)
-        except BaseException as e:
-            self.error = e
-
-
 def test_sigkill_mid_batch_leaves_every_change_in_the_journal_once(
     db: Metabase, spark: SparkSession, tmp_path: Path
 ) -> None:
@@ -87,7 +63,7 @@ def test_sigkill_mid_batch_leaves_every_change_in_the_journal_once(
     }
     args = ("pipeline", "run", "--max-records-per-batch", "25")
     journal = Journal(spark, location)
-    writer = Writer(db, bucket)
+    writer = ObjectWriter(db, bucket, EVENTS, "crash/")
 
     with RippleProcess(tmp_path, *args, **env) as first:
         first.wait_for_output("pipeline running", timeout=RESTART_TIMEOUT_S)
