@@ -1,7 +1,8 @@
 """What the benchmarks share: a progress bar for long phases, the CPU and wall time a
-block of this process spends, a fresh PostgreSQL database per run (dropped afterwards), so
-runs never see each other's data, the CPU the local PostgreSQL server has used, and the CPU
-seconds of processes and their descendants from /proc.
+block of this process spends, a percentile of sorted figures, a fresh PostgreSQL database
+per run (dropped afterwards), so runs never see each other's data, the CPU the local
+PostgreSQL server has used, and the CPU seconds of processes and their descendants from
+/proc.
 
 Imported as `from common import …`: running `python bench/NAME.py` puts bench/ on sys.path."""
 
@@ -31,6 +32,12 @@ def progress_bar(console: Console) -> Progress:
         console=console,
         transient=True,
     )
+
+
+def percentile(values: list[float], pct: float) -> float:
+    """The `pct` percentile of sorted `values` (nearest rank)."""
+    rank = max(1, min(len(values), round(pct / 100 * len(values) + 0.5)))
+    return values[rank - 1]
 
 
 @dataclass

@@ -45,7 +45,7 @@ import sys
 import tempfile
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -59,6 +59,7 @@ from common import (  # bench/common.py (bench/ is on sys.path)
     cpu_s,
     fresh_postgres_database,
     machine_cpu_s,
+    percentile,
     postgres_cpu_s,
     progress_bar,
     tree_cpu_seconds,
@@ -149,10 +150,10 @@ def _eventing(_project: uuid.UUID, _bucket: str) -> bool:
 
 def _paced_writer(
     url: str, project: str, writer: int, writers: int, rate: float, seconds: float,
-    prefix: str, go: Any, start_at: Any, out: Any,
+    prefix: str, go: Any, start_at: Any, out: Any, bucket: str = "bench-hook",
 ) -> None:  # fmt: skip
-    """Global event j (j % writers == writer) committed at start + j / rate; reports
-    (key, wall ns when its commit returned)."""
+    """Global event j (j % writers == writer) committed into `bucket` at start + j / rate;
+    reports (key, wall ns when its commit returned)."""
     db = Metabase(url, eventing=_eventing)
     project_id = uuid.UUID(project)
     commits: list[tuple[str, int]] = []
@@ -164,7 +165,7 @@ def _paced_writer(
             if wait > 0:
                 time.sleep(wait)
             key = f"{prefix}-{j:07d}"
-            loc = ObjectLocation(project_id, "bench-hook", key)
+            loc = ObjectLocation(project_id, bucket, key)
             put_object(
                 db, loc, stream_id=new_stream_id(), size=len(DATA), etag=ETAG, inline_data=DATA
             )
@@ -232,16 +233,18 @@ def pipeline_process(
     name: str,
     config: Path | None = None,
     max_records: int = 0,
+    env: dict[str, str] | None = None,
 ) -> Iterator[subprocess.Popen[str]]:
     """`ripple pipeline run` over the world's metabase (`config`: its ripple.toml, the
-    world's own by default; `max_records`: its --max-records-per-batch, 0 for its default),
-    until the block ends (Ctrl-C)."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith("RIPPLE_")}
-    env.update(
+    world's own by default; `max_records`: its --max-records-per-batch, 0 for its default;
+    `env`: more of its environment), until the block ends (Ctrl-C)."""
+    environment = {k: v for k, v in os.environ.items() if not k.startswith("RIPPLE_")}
+    environment.update(
         RIPPLE_DATABASE_URL=world.url,
         RIPPLE_DATA_DIR=str(world.directory / "data"),
         RIPPLE_SPARK_MASTER=master_url,
         PYSPARK_PYTHON=sys.executable,
+        **(env or {}),
     )
     log = (world.directory / f"pipeline-{name}.log").open("w")
     process = subprocess.Popen(
@@ -251,7 +254,7 @@ def pipeline_process(
             *(["--lease-seconds", "0"] if name.split("@")[0] == "local_batches" else []),
             *(["--max-records-per-batch", str(max_records)] if max_records else []),
         ],
-        env=env, stdout=log, stderr=subprocess.STDOUT, text=True, start_new_session=True,
+        env=environment, stdout=log, stderr=subprocess.STDOUT, text=True, start_new_session=True,
     )  # fmt: skip
     try:
         yield process
@@ -297,11 +300,6 @@ class Figures:
     pull_events_measured: int
     start_to_running_s: float
     running_to_first_event_s: float
-
-
-def _pct(values: list[float], pct: float) -> float:
-    rank = max(1, min(len(values), round(pct / 100 * len(values) + 0.5)))
-    return values[rank - 1]
 
 
 def measure(
@@ -360,8 +358,8 @@ def measure(
         pull_machine_cpu_us_per_event=round(machine_used / backlog * 1e6, 2),
         pull_postgres_cpu_us_per_event=round(postgres_used / backlog * 1e6, 2),
         pull_cores_busy=round(machine_used / (done - running), 2),
-        latency_p50_s=round(_pct(latencies, 50), 4),
-        latency_p99_s=round(_pct(latencies, 99), 4),
+        latency_p50_s=round(percentile(latencies, 50), 4),
+        latency_p99_s=round(percentile(latencies, 99), 4),
         latency_max_s=round(latencies[-1], 4),
         latency_events=len(latencies),
         latency_missing=missing,
@@ -369,6 +367,15 @@ def measure(
         start_to_running_s=round(running - started, 1),
         running_to_first_event_s=round(first_seen - running, 2),
     )
+
+
+def put_keys(world: World, bucket: str, keys: list[str]) -> None:
+    """One PUT per key into `bucket`, in this process (a warm-up)."""
+    db = Metabase(world.writer_url, eventing=_eventing)
+    for key in keys:
+        loc = ObjectLocation(world.project_id, bucket, key)
+        put_object(db, loc, stream_id=new_stream_id(), size=len(DATA), etag=ETAG, inline_data=DATA)
+    db.dispose()
 
 
 def latency(
@@ -381,59 +388,17 @@ def latency(
     """Warm the webhook path, then commit at `--rate`; sorted latencies, and how many of
     the events never arrived within 60 s."""
     receiver.reset()
-    db = Metabase(world.writer_url, eventing=_eventing)
-    for i in range(20):
-        loc = ObjectLocation(world.project_id, "bench-hook", f"warm-{name}-{i}")
-        put_object(db, loc, stream_id=new_stream_id(), size=len(DATA), etag=ETAG, inline_data=DATA)
-    db.dispose()
+    put_keys(world, "bench-hook", [f"warm-{name}-{i}" for i in range(20)])
     wait_until(process, "the warm-up events", lambda: receiver.stats()["unique"] >= 20, 300)
     receiver.reset()
-    ctx = mp.get_context("spawn")
-    go, start_at, out = ctx.Event(), ctx.Value("d", 0.0), ctx.Queue()
-    writers = 4
-    procs = [
-        ctx.Process(
-            target=_paced_writer,
-            args=(
-                world.writer_url,
-                str(world.project_id),
-                w,
-                writers,
-                args.rate,
-                args.latency_seconds,
-                f"lat-{name.replace('@', '-')}",  # events carry keys URL-encoded
-                go,
-                start_at,
-                out,
-            ),
-        )
-        for w in range(writers)
-    ]
-    for p in procs:
-        p.start()
-    for _ in procs:
-        kind, value = out.get(timeout=120)
-        if kind != "ready":
-            raise RuntimeError(f"a latency writer failed: {value}")
-    start_at.value = time.time() + 0.5
-    go.set()
-    commits: dict[str, int] = {}
-    with progress_bar(console) as bar:
-        total = int(args.rate * args.latency_seconds)
-        task = bar.add_task(f"{name}: {args.rate:g} commits/s", total=total)
-        finished = 0
-        while finished < writers:
-            bar.update(task, completed=receiver.stats()["unique"])
-            try:
-                kind, value = out.get(timeout=0.2)
-            except queue.Empty:
-                continue
-            if kind == "error":
-                raise RuntimeError(f"a latency writer failed: {value}")
-            finished += 1
-            commits.update(value)
-    for p in procs:
-        p.join(30)
+    commits = paced_commits(
+        world,
+        args.rate,
+        args.latency_seconds,
+        f"lat-{name.replace('@', '-')}",  # events carry keys URL-encoded
+        f"{name}: {args.rate:g} commits/s",
+        lambda: int(receiver.stats()["unique"]),
+    )
     with contextlib.suppress(RuntimeError):
         wait_until(
             process, "the last events", lambda: receiver.stats()["unique"] >= len(commits), 60
@@ -444,6 +409,67 @@ def latency(
     if not latencies:
         raise RuntimeError("the receiver got none of the latency events")
     return latencies, len(commits) - len(got)
+
+
+def paced_commits(
+    world: World,
+    rate: float,
+    seconds: float,
+    prefix: str,
+    label: str,
+    arrived: Callable[[], int],
+    bucket: str = "bench-hook",
+    writers: int = 4,
+) -> dict[str, int]:
+    """`rate` single-object commits per second for `seconds` into `bucket` from `writers`
+    processes (`_paced_writer`), a progress bar following `arrived()` (how many have
+    arrived where they are measured); key → wall ns when its commit returned."""
+    ctx = mp.get_context("spawn")
+    go, start_at, out = ctx.Event(), ctx.Value("d", 0.0), ctx.Queue()
+    procs = [
+        ctx.Process(
+            target=_paced_writer,
+            args=(
+                world.writer_url,
+                str(world.project_id),
+                w,
+                writers,
+                rate,
+                seconds,
+                prefix,
+                go,
+                start_at,
+                out,
+                bucket,
+            ),
+        )
+        for w in range(writers)
+    ]
+    for p in procs:
+        p.start()
+    for _ in procs:
+        kind, value = out.get(timeout=120)
+        if kind != "ready":
+            raise RuntimeError(f"a paced writer failed: {value}")
+    start_at.value = time.time() + 0.5
+    go.set()
+    commits: dict[str, int] = {}
+    with progress_bar(console) as bar:
+        task = bar.add_task(label, total=int(rate * seconds))
+        finished = 0
+        while finished < writers:
+            bar.update(task, completed=arrived())
+            try:
+                kind, value = out.get(timeout=0.2)
+            except queue.Empty:
+                continue
+            if kind == "error":
+                raise RuntimeError(f"a paced writer failed: {value}")
+            finished += 1
+            commits.update(value)
+    for p in procs:
+        p.join(30)
+    return commits
 
 
 def raw_read(engine: sa.Engine, after: dict[int, int]) -> float:
