@@ -19,6 +19,12 @@ alone to the pipeline's whole batch, and three rearrangements of it:
   halves          batch as two jobs at once over halves of the stream partitions (as two
                   queries would run), so one's driver work overlaps the other's executors
   own-code        ripple's read, transform, route and store in this process, no Spark
+  journal-map     source → mapInArrow(the journal's transform: events of journaled
+                  buckets) → toArrow (the bucket is journaled before the fill)
+  journal-rows    journal-map, then the journal's columns (`journal_rows`: the message's
+                  JSON parsed in Spark) into Spark's `noop` sink: no driver collect
+  journal-write   journal-rows into Parquet files partitioned as the journal's (a batch
+                  write of Spark's file writer), rows counted from the files' footers
 
 The source and transform are ripple's (`read_ranges`, `events_of_batches`) behind a batch
 data source over fixed position ranges, so there is no streaming bookkeeping in the figures.
@@ -31,15 +37,19 @@ The machine should be otherwise idle: CPU is counted for the whole machine. Last
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import statistics
+import tempfile
 import threading
 import time
 import uuid
 from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
+import pyarrow.parquet as pq
 from pyspark.sql import DataFrame
 from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
 from rich.console import Console
@@ -49,7 +59,9 @@ from common import machine_cpu_s, progress_bar  # bench/common.py
 from ripple.changestream.reader import DEFAULT_STREAM, ChangeStreamReader
 from ripple.events import EventSettings
 from ripple.metabase import Metabase
+from ripple.notifications.journal import JournalStore
 from ripple.notifications.registry import Destination, Registry
+from ripple.pipeline.journal import PARTITIONS, journal_events, journal_rows
 from ripple.pipeline.route import route_table
 from ripple.pipeline.session import spark_session
 from ripple.pipeline.source import SPARK_SCHEMA, RangePartition, read_ranges
@@ -66,6 +78,7 @@ CORES = 2
 TARGET_EVENTS_PER_S = 50_000
 BUDGET_US = CORES * 1e6 / TARGET_EVENTS_PER_S  # CPU µs per event at the target
 CASES = ("spark-only", "source", "transform", "batch", "fused", "executors", "halves", "own-code")
+JOURNAL_CASES = ("journal-map", "journal-rows", "journal-write")
 
 
 SPARK_EVENT_SCHEMA = (  # EVENT_SCHEMA, as Spark spells it
@@ -212,7 +225,9 @@ def main() -> int:
     parser.add_argument("--database", choices=("sqlite", "postgresql"), default="sqlite")
     parser.add_argument("--rounds", type=int, default=5, help="timed runs per case")
     parser.add_argument(
-        "--cases", default=",".join(CASES), help=f"which, in turn each round ({','.join(CASES)})"
+        "--cases",
+        default=",".join(CASES),
+        help=f"which, in turn each round ({','.join((*CASES, *JOURNAL_CASES))})",
     )
     parser.add_argument(
         "--conf",
@@ -226,11 +241,14 @@ def main() -> int:
     if len(conf) != len(args.conf):
         parser.error("--conf takes KEY=VALUE")
     chosen = [name.strip() for name in args.cases.split(",") if name.strip()]
-    if unknown := sorted(set(chosen) - set(CASES)):
-        parser.error(f"unknown case {unknown[0]!r}: choose from {', '.join(CASES)}")
+    if unknown := sorted(set(chosen) - set(CASES) - set(JOURNAL_CASES)):
+        known = ", ".join((*CASES, *JOURNAL_CASES))
+        parser.error(f"unknown case {unknown[0]!r}: choose from {known}")
 
     with database(args.database) as url:
         world = make_world(url, 1, versioned=False, sync_commit=False)
+        if set(chosen) & set(JOURNAL_CASES):  # from before the fill: its events journaled
+            JournalStore(world.db).put(world.project_id, world.buckets[0], None, "bench")
         fill_puts(world, args.events, 1 if args.database == "sqlite" else 2)
         reader = ChangeStreamReader(world.db.engine)
         ranges = [[p, 0, reader.end(p)] for p in range(reader.partitions())]
@@ -310,7 +328,23 @@ def run_cases(
     executors = mapped.mapInArrow(
         route_and_store(url, str(world.project_id), world.buckets, TOPIC), "stored long"
     )
+    journaled = records.mapInArrow(journal_events(url, EventSettings()), SPARK_EVENT_SCHEMA)
+    written = tempfile.TemporaryDirectory(prefix="ripple-bench-journal-")
+    writes = itertools.count()
+
+    def journal_write() -> int:
+        path = Path(written.name) / str(next(writes))
+        journal_rows(journaled).write.partitionBy(*PARTITIONS).parquet(str(path))
+        return sum(pq.read_metadata(f).num_rows for f in path.rglob("*.parquet"))
+
+    def journal_noop() -> int:
+        journal_rows(journaled).write.format("noop").mode("overwrite").save()
+        return events  # the noop sink counts nothing: journal-map's count stands for it
+
     cases: dict[str, Callable[[], int]] = {
+        "journal-map": lambda: journaled.toArrow().num_rows,
+        "journal-rows": journal_noop,
+        "journal-write": journal_write,
         "spark-only": lambda: synthetic.mapInArrow(identity, SPARK_EVENT_SCHEMA).toArrow().num_rows,
         "source": lambda: records.toArrow().num_rows,
         "transform": lambda: mapped.toArrow().num_rows,
@@ -337,6 +371,7 @@ def run_cases(
                     walls[name].append(wall)
                     cpus[name].append(used)
                 progress.advance(task)
+    written.cleanup()
     return {
         name: {
             "wall_s": round(statistics.median(walls[name]), 3),
