@@ -1,7 +1,8 @@
 """Which events the journal keeps (`keep_journaled`): a journaled bucket's, committed at or
 after its journal was enabled, a rename's single event and not its removed-and-created
 pair, and within its period when it was disabled since; and that a pipeline starts the
-journal's query only once a bucket is journaled."""
+journal's query only once a bucket is journaled; and the journal's columns parse each
+message once."""
 
 from __future__ import annotations
 
@@ -10,11 +11,13 @@ from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
+from pyspark.sql import SparkSession
+from pyspark.sql.pandas.types import from_arrow_schema
 
 from ripple.metabase import Metabase, create_project
 from ripple.notifications.journal import JournalStore
 from ripple.pipeline import journal as journal_module
-from ripple.pipeline.journal import JournalQuery, keep_journaled
+from ripple.pipeline.journal import JournalQuery, journal_rows, keep_journaled
 from ripple.pipeline.transform import EVENT_SCHEMA
 
 PROJECT = str(uuid.uuid4())
@@ -78,3 +81,13 @@ def test_the_query_starts_once_a_bucket_is_journaled(
     nowhere = Started(None, location="", max_records_per_batch=10, **common)  # type: ignore[arg-type]
     assert nowhere.start_if_journaled() is None  # no journal location: never
     query.close()
+
+
+def test_the_journals_columns_parse_each_message_once(spark: SparkSession) -> None:
+    """Fields taken from one `from_json` of the message are each parsed again by Spark's
+    optimizer (OptimizeJsonExprs): the plan keeps one parse of it, beside the metadata's and
+    the tags' (the journal's costliest step, BENCHMARKS.md "Issue 30")."""
+    events = spark.createDataFrame([], from_arrow_schema(EVENT_SCHEMA))
+    plan = journal_rows(events)._jdf.queryExecution().optimizedPlan().toString()
+    assert plan.count("from_json(MapType") == 2  # the metadata's and the tags'
+    assert plan.count("from_json(") == 3
