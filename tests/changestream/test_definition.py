@@ -161,7 +161,7 @@ def test_later_migration_steps_change_the_records(fresh_url: str) -> None:
         assert [c["name"] for c in v1["column_types"]][4:] == ["status", "total_plain_size"]
 
         upgrade(db)
-        assert head_revision() == "0017"
+        assert head_revision() == "0018"
         second = commit_inline_object(db, loc, b"22", etag="e2").object
         records = read_all(db)
         assert records[0] == v1  # unchanged by the migration

@@ -4,7 +4,7 @@
                                                      exclude_delete = TRUE)
 
 Revision ID: 9001
-Revises: 0017 (the newest real revision; move it along when a new one is added)
+Revises: 0018 (the newest real revision; move it along when a new one is added)
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from ripple.changestream.ddl import alter_change_stream
 from ripple.metabase.schema import objects
 
 revision = "9001"
-down_revision = "0017"
+down_revision = "0018"
 branch_labels = None
 depends_on = None
 
