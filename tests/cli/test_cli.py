@@ -18,8 +18,9 @@ from click.testing import CliRunner
 
 from ripple.cli import cli
 from ripple.config import MAX_AUTOMATIC_WORKERS, usable_cores
-from ripple.metabase import Metabase, create_project
+from ripple.metabase import BucketLocation, Metabase, create_bucket, create_project
 from ripple.metabase.migrate import head_revision
+from ripple.notifications.journal import JournalStore
 from tests.certificates import authority, issue, serial_of, served_serial
 from tests.cli.helpers import scrape
 from tests.conftest import fresh_postgres_database
@@ -98,11 +99,14 @@ def test_up_on_sqlite_migrates_runs_the_pipeline_and_stops_on_ctrl_c(tmp_path: P
     assert upgraded.returncode == 0, upgraded.stderr
     db = Metabase(f"sqlite:///{data / 'metabase.db'}")
     try:
-        create_project(db, "one")
+        one = create_project(db, "one")
         create_project(db, "two")
+        create_bucket(db, BucketLocation(one.id, "logs"))
+        JournalStore(db).put(one.id, "logs", None, "test")
     finally:
         db.dispose()
 
+    inventory = data / "journal" / "inventory" / "bucket=logs" / "inventory.parquet"
     with RippleProcess(
         tmp_path,
         "up",
@@ -113,6 +117,8 @@ def test_up_on_sqlite_migrates_runs_the_pipeline_and_stops_on_ctrl_c(tmp_path: P
         ripple.wait_for_output("pipeline running")
         rows = table_rows(ripple.stdout)
         metrics = scrape(rows["metrics"])
+        # the journaled bucket's live inventory, written at start
+        wait_for(inventory.is_file, what="the live inventory of the journaled bucket")
         code = ripple.interrupt()
     assert code == 0, ripple.stderr[-3000:]
     database = data / "metabase.db"
@@ -120,7 +126,7 @@ def test_up_on_sqlite_migrates_runs_the_pipeline_and_stops_on_ctrl_c(tmp_path: P
         "data directory": str(data.resolve()),
         "schema revision": str(head_revision()),
         "projects": "2",
-        "buckets": "0",
+        "buckets": "1",
         "objects": "0",
         "metabase": f"sqlite:///{database}",
         "spark master": "local[*]",
@@ -130,6 +136,7 @@ def test_up_on_sqlite_migrates_runs_the_pipeline_and_stops_on_ctrl_c(tmp_path: P
         "S3 endpoint": rows["S3 endpoint"],
         "gateway processes": str(min(usable_cores(), MAX_AUTOMATIC_WORKERS)),  # one per core
         "lifecycle runs": "every 3600 s",
+        "live inventories": "every 3600 s",
     }
     assert re.fullmatch(r"http://127\.0\.0\.1:[1-9][0-9]*", rows["S3 endpoint"])
     assert re.fullmatch(r"http://127\.0\.0\.1:[1-9][0-9]*/metrics", rows["metrics"])

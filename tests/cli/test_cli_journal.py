@@ -1,20 +1,32 @@
-"""`ripple journal enable | disable | status` (CliRunner, SQLite and PostgreSQL): the
-configuration stored as the gateway's `?journal` stores it, record expiration kept or
-changed with the journal's start, the status table, the change log naming the command, and
-its refusals (an unknown bucket, days out of bounds or no number at all) as one line on
-stderr with a non-zero exit and nothing stored."""
+"""`ripple journal enable | disable | status | inventory` (CliRunner, SQLite and
+PostgreSQL): the configuration stored as the gateway's `?journal` stores it, record
+expiration kept or changed with the journal's start, the status table, the change log
+naming the command, and its refusals (an unknown bucket, days out of bounds or no number at
+all) as one line on stderr with a non-zero exit and nothing stored; the live inventory
+written by the command and by `ripple up`'s schedule, a bucket without a journal refused."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
+import pyarrow.parquet as pq
 import pytest
 from click.testing import CliRunner, Result
 
 from ripple.cli import cli
-from ripple.metabase import BucketLocation, Metabase, create_bucket, create_project
+from ripple.cli.journal_inventory import InventorySchedule
+from ripple.metabase import (
+    BucketLocation,
+    Metabase,
+    ObjectLocation,
+    create_bucket,
+    create_project,
+    delete_object,
+)
 from ripple.notifications.journal import Journal, JournalStore
 from ripple.notifications.store import EventingStore
+from tests.metabase.objects import commit_inline_object
+from tests.waiting import wait_for
 
 
 @pytest.fixture
@@ -168,3 +180,90 @@ def test_help_says_where_the_journal_goes(runner: CliRunner, tmp_path: Path) -> 
         assert "docs/journal.md" in result.output
     listed = runner.invoke(cli, ["--help"])
     assert "journal" in listed.output
+
+
+def test_inventory_writes_the_journaled_buckets_objects(
+    runner: CliRunner, db: Metabase, tmp_path: Path, photos: BucketLocation
+) -> None:
+    at = ObjectLocation(photos.project_id, "photos", "a.txt")
+    commit_inline_object(db, at, b"abc", etag="e1")
+    delete_object(db, ObjectLocation(photos.project_id, "photos", "gone"))  # unversioned: none
+    ok(ripple(runner, db, tmp_path, "journal", "enable", "photos"))
+    out = ok(ripple(runner, db, tmp_path, "journal", "inventory", "photos"))
+    path = tmp_path / "data" / "journal" / "inventory" / "bucket=photos" / "inventory.parquet"
+    table = pq.read_table(path)
+    sequence = table.schema.metadata[b"ripple.sequence_number"].decode()
+    assert out.strip() == (
+        "inventory of bucket photos: 1 row (the latest versions) at journal sequence number "
+        f"{sequence}, in {path}"
+    )
+    assert table.column("key").to_pylist() == ["a.txt"]
+    assert table.column("size").to_pylist() == [3]
+
+    out = ok(ripple(runner, db, tmp_path, "journal", "inventory", "photos", "--all-versions"))
+    assert "1 row (every version and delete marker)" in out
+    assert pq.read_schema(path).metadata[b"ripple.versions"] == b"all"
+
+
+@pytest.mark.parametrize(
+    ("bucket", "message"),
+    [
+        (
+            "videos",
+            "Error: bucket videos has no journal: `ripple journal enable videos` first "
+            "(an inventory is a journaled bucket's)",
+        ),
+        ("nowhere", "Error: no bucket named 'nowhere'"),
+    ],
+)
+def test_inventory_refusals_are_one_line(
+    runner: CliRunner,
+    db: Metabase,
+    tmp_path: Path,
+    photos: BucketLocation,
+    bucket: str,
+    message: str,
+) -> None:
+    ok(ripple(runner, db, tmp_path, "journal", "enable", "photos"))
+    result = ripple(runner, db, tmp_path, "journal", "inventory", bucket)
+    assert result.exit_code == 1, result.output
+    assert isinstance(result.exception, SystemExit)  # no traceback
+    assert result.stderr.splitlines() == [message]
+    assert not (tmp_path / "data" / "journal" / "inventory").exists()
+
+
+def test_inventory_refuses_a_location_that_is_not_local(
+    runner: CliRunner, db: Metabase, tmp_path: Path, photos: BucketLocation
+) -> None:
+    ok(ripple(runner, db, tmp_path, "journal", "enable", "photos"))
+    env = {
+        "RIPPLE_DATABASE_URL": db.url.render_as_string(hide_password=False),
+        "RIPPLE_JOURNAL_LOCATION": "hdfs://namenode/ripple",
+    }
+    result = runner.invoke(cli, ["journal", "inventory", "photos"], env=env)
+    assert result.exit_code == 1, result.output
+    assert result.stderr.splitlines() == [
+        "Error: the live inventory is written to a local journal.location only, not hdfs:// "
+        "(the snapshot replaces its file by a local rename); set journal.location to a local "
+        "directory to have one"
+    ]
+
+
+def test_the_schedule_writes_every_journaled_bucket(
+    db: Metabase, tmp_path: Path, photos: BucketLocation
+) -> None:
+    store = JournalStore(db)
+    store.put(photos.project_id, "photos", None, "test")
+    store.put(photos.project_id, "videos", None, "test")
+    commit_inline_object(db, ObjectLocation(photos.project_id, "videos", "v"), b"v", etag="e")
+    store.delete(photos.project_id, "photos", "test")  # no longer journaled: no inventory
+    schedule = InventorySchedule(db, str(tmp_path), 3600)
+    schedule.start()
+    try:
+        wait_for(lambda: schedule.runs >= 1, what="a first run")
+    finally:
+        schedule.stop()
+    inventories = tmp_path / "inventory"
+    assert sorted(p.name for p in inventories.iterdir()) == ["bucket=videos"]
+    table = pq.read_table(inventories / "bucket=videos" / "inventory.parquet")
+    assert table.column("key").to_pylist() == ["v"]

@@ -1,6 +1,7 @@
 """`ripple journal enable | disable | status`: opt a bucket into the journal, or out of it,
-from the command line, as `PUT` / `DELETE /bucket?journal` do over the S3 API; and `query`,
-Spark SQL over the journal (`ripple.cli.journal_query`). docs/journal.md."""
+from the command line, as `PUT` / `DELETE /bucket?journal` do over the S3 API; `inventory`,
+a journaled bucket's live inventory now (`ripple.cli.journal_inventory`); and `query`,
+Spark SQL over the journal and the inventory (`ripple.cli.journal_query`). docs/journal.md."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ import sqlalchemy as sa
 from rich.table import Table
 
 from ripple.cli.common import console, open_metabase, reason_of, safe_url, settings_of
-from ripple.metabase import Metabase
+from ripple.metabase import BucketLocation, Metabase
 from ripple.metabase.buckets import bucket_owner
 from ripple.notifications.errors import NotificationError
 from ripple.notifications.journal import (
@@ -162,6 +163,38 @@ def journal_status(ctx: click.Context, bucket: str | None) -> None:
     console.print(table)
 
 
+@journal.command("inventory", epilog=EPILOG)
+@click.argument("bucket")
+@click.option(
+    "--all-versions",
+    is_flag=True,
+    help="Every version and delete marker (`is_latest` tells the latest), not only each "
+    "key's latest version.",
+)
+@click.pass_context
+def journal_inventory(ctx: click.Context, bucket: str, all_versions: bool) -> None:
+    """Write BUCKET's live inventory now: the state of every object, one Parquet file at
+    <journal.location>/inventory/bucket=BUCKET/, replacing the previous one atomically.
+
+    The snapshot is consistent with the journal's sequence number it prints: the journal's
+    rows of the bucket up to it are in the inventory, the later ones are not. `ripple up`
+    writes every journaled bucket's inventory every journal.inventory-interval seconds."""
+    from ripple.cli.journal_inventory import write_one
+
+    settings = settings_of(ctx)
+    with _metabase(ctx) as db:
+        loc = BucketLocation(_project_of(db, bucket), bucket)
+        inventory = write_one(db, loc, settings.effective_journal_location, all_versions)
+    rows = f"{inventory.rows} row{'' if inventory.rows == 1 else 's'}"
+    what = "every version and delete marker" if all_versions else "the latest versions"
+    console.print(
+        f"inventory of bucket {bucket}: {rows} ({what}) at journal sequence number "
+        f"{inventory.sequence_number}, in {inventory.path}",
+        highlight=False,
+        soft_wrap=True,
+    )
+
+
 @journal.command("query", epilog=EPILOG)
 @click.argument("sql")
 @click.option(
@@ -176,7 +209,8 @@ def journal_query(ctx: click.Context, sql: str, limit: int) -> None:
     """Run a Spark SQL query over the journal and print its rows.
 
     The journal is the view `journal` (its columns: docs/journal.md), read from
-    journal.location as any Spark reader reads it; Spark runs on spark.master. For example:
+    journal.location as any Spark reader reads it, and the live inventories the view
+    `inventory`; Spark runs on spark.master. For example:
 
         ripple journal query "SELECT key, record_timestamp FROM journal
         WHERE record_type = 'DELETE' AND requester = 'alice'"

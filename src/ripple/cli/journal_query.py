@@ -1,6 +1,7 @@
 """`ripple journal query SQL`: a Spark SQL query over the journal table, for users without a
 notebook. The table is the view `journal`, read from `<journal.location>/journal` as any
-Spark reader reads it (docs/journal.md); Spark runs on `spark.master`."""
+Spark reader reads it (docs/journal.md), and the live inventories, once one is written, the
+view `inventory` (`<journal.location>/inventory`); Spark runs on `spark.master`."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ from rich.table import Table
 
 from ripple.cli.common import console, errors
 from ripple.config import Settings
+from ripple.notifications.inventory import InventoryError, inventory_directory
 from ripple.pipeline.journal import journal_table
 from ripple.pipeline.session import spark_session
 
@@ -35,6 +37,12 @@ def run_query(settings: Settings, sql: str, limit: int) -> None:
             f"no journal rows at {location} yet ({_first_line(e)}): journal a bucket with "
             "`ripple journal enable BUCKET` and let the pipeline run"
         ) from e
+    try:
+        inventories = inventory_directory(settings.effective_journal_location)
+    except InventoryError:  # a location that is not local holds none
+        inventories = None
+    if inventories is not None and inventories.is_dir():
+        spark.read.parquet(str(inventories)).createOrReplaceTempView("inventory")
     try:
         frame = spark.sql(sql)
         rows = frame.limit(limit + 1).collect()

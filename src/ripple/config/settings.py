@@ -194,6 +194,23 @@ class Settings:
         "Parquet): a local directory or any Hadoop path ([journal.md](journal.md))",
         default_is="`<data-dir>/journal`",
     )
+    journal_inventory_interval: int = setting(
+        "journal.inventory-interval",
+        "RIPPLE_JOURNAL_INVENTORY_INTERVAL",
+        WholeNumber(0, 31_536_000, note="seconds, a year at most; 0: none"),
+        3600,
+        "seconds between the live inventories of the journaled buckets `ripple up` writes "
+        "(one at start, then one per interval); `0`: none, run `ripple journal inventory` "
+        "yourself ([journal.md](journal.md))",
+    )
+    journal_inventory_all_versions: bool = setting(
+        "journal.inventory-all-versions",
+        "RIPPLE_JOURNAL_INVENTORY_ALL_VERSIONS",
+        Flag(),
+        False,
+        "the live inventories `ripple up` writes hold every version and delete marker, not "
+        "only the latest versions",
+    )
     bucket_eventing_buckets: str = setting(
         "bucket-eventing.buckets",
         "RIPPLE_BUCKET_EVENTING_BUCKETS",

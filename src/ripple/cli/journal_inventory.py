@@ -1,0 +1,135 @@
+"""`ripple journal inventory BUCKET`: write a journaled bucket's live inventory now (a
+progress bar on the way); and the schedule that `ripple up` keeps (every
+`journal.inventory-interval` seconds, on a thread, every journaled bucket). The inventory
+itself: `ripple.notifications.inventory`, docs/journal.md."""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+
+import click
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+from ripple.cli.common import errors
+from ripple.metabase import BucketLocation, Metabase
+from ripple.metabase.errors import BucketNotFound
+from ripple.notifications.inventory import (
+    Inventory,
+    InventoryError,
+    inventory_directory,
+    write_inventory,
+)
+from ripple.notifications.journal import JournalStore, journals
+
+__all__ = ["InventorySchedule", "write_one"]
+
+log = logging.getLogger("ripple.journal")
+
+
+def write_one(db: Metabase, loc: BucketLocation, location: str, all_versions: bool) -> Inventory:
+    """The command's work: the bucket's inventory, with a progress bar on stderr; its
+    refusals as one-line `click.ClickException`s."""
+    try:
+        inventory_directory(location)
+    except InventoryError as e:
+        raise click.ClickException(str(e)) from e
+    if JournalStore(db).get(loc.project_id, loc.bucket_name) is None:
+        raise click.ClickException(
+            f"bucket {loc.bucket_name} has no journal: `ripple journal enable "
+            f"{loc.bucket_name}` first (an inventory is a journaled bucket's)"
+        )
+    with Progress(
+        TextColumn("inventory of {task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        console=errors,
+        transient=True,
+    ) as progress:
+        task = progress.add_task(loc.bucket_name, total=None)
+        try:
+            inventory = write_inventory(
+                db,
+                loc,
+                location,
+                all_versions=all_versions,
+                progress=lambda done, most: progress.update(task, completed=done, total=most),
+            )
+        except BucketNotFound as e:
+            raise click.ClickException(f"no bucket named {loc.bucket_name!r}") from e
+    assert inventory is not None  # never cancelled here
+    return inventory
+
+
+class InventorySchedule:
+    """Writes every journaled bucket's inventory now and then every `interval` seconds on a
+    daemon thread, until `stop`, which ends a snapshot in progress at its next row group
+    (the previous one stays)."""
+
+    def __init__(
+        self, db: Metabase, location: str, interval: float, *, all_versions: bool = False
+    ) -> None:
+        self.db = db
+        self.location = location
+        self.interval = interval
+        self.all_versions = all_versions
+        self.runs = 0  # completed runs
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def start(self) -> None:
+        self._thread = threading.Thread(target=self._loop, name="inventory", daemon=True)
+        self._thread.start()
+
+    def stop(self, timeout: float = 30.0) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout)
+            if self._thread.is_alive():
+                log.warning("the inventory did not stop within %g s; leaving it", timeout)
+
+    def run_once(self) -> list[Inventory]:
+        """Every journaled bucket's inventory, one after another; a bucket that cannot be
+        written is logged and skipped."""
+        with self.db.read() as conn:
+            buckets = sorted(journals(conn))
+        written: list[Inventory] = []
+        for project, name in buckets:
+            if self._stop.is_set():
+                break
+            started = time.monotonic()
+            try:
+                inventory = write_inventory(
+                    self.db,
+                    BucketLocation(project, name),
+                    self.location,
+                    all_versions=self.all_versions,
+                    cancelled=self._stop.is_set,
+                )
+            except BucketNotFound:  # deleted since: its journal went with it
+                continue
+            if inventory is not None:
+                written.append(inventory)
+                log.info(
+                    "inventory of %s: %d rows at sequence number %s in %.1f s",
+                    name,
+                    inventory.rows,
+                    inventory.sequence_number,
+                    time.monotonic() - started,
+                )
+        return written
+
+    def _loop(self) -> None:
+        while not self._stop.is_set():
+            try:
+                self.run_once()
+            except InventoryError as e:  # the location: said once, not every interval
+                log.warning("no live inventories: %s", e)
+                return
+            except Exception:  # the database is away: try again next time
+                log.exception("inventory run failed")
+            self.runs += 1
+            if self._stop.wait(self.interval):
+                return
