@@ -136,7 +136,7 @@ def test_up_on_sqlite_migrates_runs_the_pipeline_and_stops_on_ctrl_c(tmp_path: P
         "S3 endpoint": rows["S3 endpoint"],
         "gateway processes": str(min(usable_cores(), MAX_AUTOMATIC_WORKERS)),  # one per core
         "lifecycle runs": "every 3600 s",
-        "live inventories": "every 3600 s",
+        "journal upkeep": "every 3600 s",
     }
     assert re.fullmatch(r"http://127\.0\.0\.1:[1-9][0-9]*", rows["S3 endpoint"])
     assert re.fullmatch(r"http://127\.0\.0\.1:[1-9][0-9]*/metrics", rows["metrics"])

@@ -7,6 +7,7 @@ written by the command and by `ripple up`'s schedule, a bucket without a journal
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pyarrow.parquet as pq
@@ -14,7 +15,7 @@ import pytest
 from click.testing import CliRunner, Result
 
 from ripple.cli import cli
-from ripple.cli.journal_inventory import InventorySchedule
+from ripple.cli.journal_upkeep import JournalUpkeep
 from ripple.metabase import (
     BucketLocation,
     Metabase,
@@ -257,7 +258,7 @@ def test_the_schedule_writes_every_journaled_bucket(
     store.put(photos.project_id, "videos", None, "test")
     commit_inline_object(db, ObjectLocation(photos.project_id, "videos", "v"), b"v", etag="e")
     store.delete(photos.project_id, "photos", "test")  # no longer journaled: no inventory
-    schedule = InventorySchedule(db, str(tmp_path), 3600)
+    schedule = JournalUpkeep(db, str(tmp_path), 3600)
     schedule.start()
     try:
         wait_for(lambda: schedule.runs >= 1, what="a first run")
@@ -267,3 +268,48 @@ def test_the_schedule_writes_every_journaled_bucket(
     assert sorted(p.name for p in inventories.iterdir()) == ["bucket=videos"]
     table = pq.read_table(inventories / "bucket=videos" / "inventory.parquet")
     assert table.column("key").to_pylist() == ["v"]
+
+
+def _expired_partition(location: Path) -> Path:
+    """A journal table whose log lists one file of photos' 2020-01-01 (long expired)."""
+    partition = location / "journal" / "record_date=2020-01-01" / "bucket=photos"
+    partition.mkdir(parents=True)
+    (partition / "part-0.parquet").write_bytes(b"PAR1")
+    log = location / "journal" / "_spark_metadata"
+    log.mkdir()
+    entry = {"path": f"file://{partition / 'part-0.parquet'}", "size": 4, "action": "add"}
+    (log / "0").write_text("v1\n" + json.dumps(entry))
+    return partition
+
+
+def test_expire_drops_what_is_past_the_record_expiration(
+    runner: CliRunner, db: Metabase, tmp_path: Path, photos: BucketLocation
+) -> None:
+    partition = _expired_partition(tmp_path / "data" / "journal")
+    ok(ripple(runner, db, tmp_path, "journal", "enable", "photos"))  # rows kept
+    location = tmp_path / "data" / "journal"
+    said = (
+        f"record expiration: 0 partitions out of the journal table's log, 0 deleted from {location}"
+    )
+    assert ok(ripple(runner, db, tmp_path, "journal", "expire")).strip() == said
+    ok(ripple(runner, db, tmp_path, "journal", "enable", "photos", "--expiration-days", "7"))
+    out = ok(ripple(runner, db, tmp_path, "journal", "expire"))
+    assert out.strip() == said.replace("0 partitions", "1 partition")
+    assert (location / "journal" / "_spark_metadata" / "0").read_text() == "v1"
+    out = ok(ripple(runner, db, tmp_path, "journal", "expire"))
+    assert out.strip() == said.replace("0 deleted", "1 deleted")
+    assert not partition.exists()
+
+
+def test_the_schedule_expires_before_it_writes_the_inventories(
+    db: Metabase, tmp_path: Path, photos: BucketLocation
+) -> None:
+    partition = _expired_partition(tmp_path)
+    JournalStore(db).put(photos.project_id, "photos", 7, "test")
+    schedule = JournalUpkeep(db, str(tmp_path), 3600)
+    schedule.run_once()
+    assert (tmp_path / "journal" / "_spark_metadata" / "0").read_text() == "v1"
+    assert partition.exists()  # deleted a run later
+    assert (tmp_path / "inventory" / "bucket=photos" / "inventory.parquet").is_file()
+    schedule.run_once()
+    assert not partition.exists()

@@ -8,6 +8,7 @@ from __future__ import annotations
 import threading
 from pathlib import Path
 
+import pyarrow.dataset as ds
 import pyarrow.parquet as pq
 import pytest
 
@@ -238,3 +239,13 @@ def test_the_sequence_number_divides_the_writes_made_while_the_snapshot_is_taken
     assert before
     assert after
     assert {row["key"] for row in _read(inventory.path)} == before
+
+
+def test_pyarrow_reads_the_inventories_as_a_partitioned_dataset(
+    db: Metabase, versioned: BucketLocation, tmp_path: Path
+) -> None:
+    write_inventory(db, versioned, str(tmp_path))
+    dataset = ds.dataset(tmp_path / "inventory", partitioning="hive")
+    table = dataset.to_table()
+    assert table.column("bucket").to_pylist() == ["photos"] * 3
+    assert table.column("key").to_pylist() == ["a.txt", "b/c.jpg", "é z"]

@@ -1,7 +1,9 @@
 """`ripple journal enable | disable | status`: opt a bucket into the journal, or out of it,
-from the command line, as `PUT` / `DELETE /bucket?journal` do over the S3 API; `inventory`,
-a journaled bucket's live inventory now (`ripple.cli.journal_inventory`); and `query`,
-Spark SQL over the journal and the inventory (`ripple.cli.journal_query`). docs/journal.md."""
+from the command line, as `PUT` / `DELETE /bucket?journal` do over the S3 API; `inventory`
+(a journaled bucket's live inventory now) and `expire` (the record expiration now), as
+`ripple up` makes them every journal.interval (`ripple.cli.journal_upkeep`); and `query`,
+Spark SQL over the journal and the inventories (`ripple.cli.journal_query`).
+docs/journal.md."""
 
 from __future__ import annotations
 
@@ -39,8 +41,9 @@ def journal() -> None:
     """The bucket journal: every event of a bucket's objects kept in a table.
 
     A bucket opts in with `ripple journal enable BUCKET` (or `PUT /BUCKET?journal` through
-    the gateway); `--expiration-days` records how long its rows are to be kept (pruning is
-    not built yet: docs/journal.md)."""
+    the gateway); `--expiration-days` says how long its rows are kept. `ripple up` drops
+    the expired rows and writes the journaled buckets' live inventories every
+    journal.interval seconds; `expire` and `inventory` do it now."""
 
 
 @contextmanager
@@ -87,6 +90,10 @@ def _expiration_days(text: str | None) -> int | None:
         raise click.ClickException(str(e)) from e
 
 
+def _partitions(count: int) -> str:
+    return f"{count} partition{'' if count == 1 else 's'}"
+
+
 def _since(journal: Journal) -> str:
     return journal.enabled_at.strftime("%Y-%m-%d %H:%M:%S UTC")
 
@@ -104,8 +111,8 @@ def _expiration(journal: Journal) -> str:
     metavar="N",
     default=None,
     help=f"Keep journal rows N days ({MIN_EXPIRATION_DAYS} or more, as S3's journal "
-    "tables); stored and shown, not applied yet (pruning is not built). Without it the rows "
-    "are kept.",
+    "tables): a day's rows are dropped once all are older (`ripple journal expire`, and "
+    "`ripple up` every journal.interval). Without it the rows are kept.",
 )
 @click.pass_context
 def journal_enable(ctx: click.Context, bucket: str, days_text: str | None) -> None:
@@ -179,7 +186,7 @@ def journal_inventory(ctx: click.Context, bucket: str, all_versions: bool) -> No
     The snapshot is consistent with the journal's sequence number it prints: the journal's
     rows of the bucket up to it are in the inventory, the later ones are not. `ripple up`
     writes every journaled bucket's inventory every journal.inventory-interval seconds."""
-    from ripple.cli.journal_inventory import write_one
+    from ripple.cli.journal_upkeep import write_one
 
     settings = settings_of(ctx)
     with _metabase(ctx) as db:
@@ -190,6 +197,33 @@ def journal_inventory(ctx: click.Context, bucket: str, all_versions: bool) -> No
     console.print(
         f"inventory of bucket {bucket}: {rows} ({what}) at journal sequence number "
         f"{inventory.sequence_number}, in {inventory.path}",
+        highlight=False,
+        soft_wrap=True,
+    )
+
+
+@journal.command("expire", epilog=EPILOG)
+@click.pass_context
+def journal_expire(ctx: click.Context) -> None:
+    """Drop the journal rows past their bucket's record expiration now.
+
+    A day's rows of a bucket (a partition of the journal table) go once all are older than
+    the bucket's --expiration-days: first out of the table's log, so Spark readers no
+    longer see them, then, at the next run, off the disk (a query already reading them
+    keeps them until then). The journal's query may run meanwhile."""
+    from ripple.cli.journal_upkeep import expire
+
+    location = settings_of(ctx).effective_journal_location
+    with _metabase(ctx) as db:
+        pruned = expire(db, location)
+    if pruned is None:
+        raise click.ClickException(
+            f"the journal at {location} is not in a local directory: its record expiration "
+            "is not applied here"
+        )
+    console.print(
+        f"record expiration: {_partitions(len(pruned.unlisted))} out of the journal table's "
+        f"log, {len(pruned.deleted)} deleted from {location}",
         highlight=False,
         soft_wrap=True,
     )

@@ -11,7 +11,7 @@ import sqlalchemy as sa
 from rich.table import Table
 
 from ripple.cli.common import migrate, open_metabase, settings_of
-from ripple.cli.journal_inventory import InventorySchedule
+from ripple.cli.journal_upkeep import JournalUpkeep
 from ripple.cli.lifecycle import LifecycleSchedule, free_data
 from ripple.cli.pipeline import run_pipeline
 from ripple.gateway.data import ObjectData
@@ -71,7 +71,7 @@ def up(ctx: click.Context) -> None:
         raise
     watcher = ConfigWatcher.for_registry(EventingStore(db), registry)
     schedule: LifecycleSchedule | None = None
-    inventories: InventorySchedule | None = None
+    upkeep: JournalUpkeep | None = None
     try:
         watcher.start()
         table = Table(title="ripple", show_header=False, title_justify="left")
@@ -88,17 +88,17 @@ def up(ctx: click.Context) -> None:
         schedule = LifecycleSchedule(db, interval, removed=free_data(data))
         if interval:
             schedule.start()
-        # the journaled buckets' live inventories now and every journal.inventory-interval
-        every = settings.journal_inventory_interval
-        table.add_row("live inventories", f"every {every} s" if every else "off")
-        inventories = InventorySchedule(
+        # the journal's record expiration and live inventories now and every journal.interval
+        every = settings.journal_interval
+        table.add_row("journal upkeep", f"every {every} s" if every else "off")
+        upkeep = JournalUpkeep(
             db,
             settings.effective_journal_location,
             every,
             all_versions=settings.journal_inventory_all_versions,
         )
         if every:
-            inventories.start()
+            upkeep.start()
         run_pipeline(
             settings,
             metrics_address=settings.metrics_address or DEFAULT_METRICS_ADDRESS,
@@ -107,8 +107,8 @@ def up(ctx: click.Context) -> None:
     finally:
         if schedule is not None:
             schedule.stop()
-        if inventories is not None:
-            inventories.stop()
+        if upkeep is not None:
+            upkeep.stop()
         gateway.stop()
         watcher.stop()
         db.dispose()

@@ -194,14 +194,15 @@ class Settings:
         "Parquet): a local directory or any Hadoop path ([journal.md](journal.md))",
         default_is="`<data-dir>/journal`",
     )
-    journal_inventory_interval: int = setting(
-        "journal.inventory-interval",
-        "RIPPLE_JOURNAL_INVENTORY_INTERVAL",
+    journal_interval: int = setting(
+        "journal.interval",
+        "RIPPLE_JOURNAL_INTERVAL",
         WholeNumber(0, 31_536_000, note="seconds, a year at most; 0: none"),
         3600,
-        "seconds between the live inventories of the journaled buckets `ripple up` writes "
-        "(one at start, then one per interval); `0`: none, run `ripple journal inventory` "
-        "yourself ([journal.md](journal.md))",
+        "seconds between the journal's upkeep runs `ripple up` makes (one at start, then one "
+        "per interval): the record expiration of the journal table, and the live inventory "
+        "of every journaled bucket; `0`: none, run `ripple journal expire` and `ripple "
+        "journal inventory` yourself ([journal.md](journal.md))",
     )
     journal_inventory_all_versions: bool = setting(
         "journal.inventory-all-versions",

@@ -25,6 +25,7 @@ __all__ = [
     "Journal",
     "JournalStore",
     "disable_journal",
+    "journal_expirations",
     "journal_periods",
     "journals",
 ]
@@ -37,8 +38,8 @@ MAX_EXPIRATION_DAYS = 2_147_483_647
 @dataclass(frozen=True)
 class Journal:
     """A journaled bucket's configuration: its events committed from `enabled_ns` on are
-    journaled; `expiration_days`, how long its rows are to be kept (None: for ever; pruning
-    is not built yet)."""
+    journaled; `expiration_days`, how long its rows are kept (None: for ever;
+    `ripple.notifications.journal_expiry` drops the older ones)."""
 
     enabled_ns: int
     expiration_days: int | None = None
@@ -79,6 +80,18 @@ def journal_periods(conn: Connection) -> dict[BucketKey, tuple[int, int | None]]
     c = bucket_journals.c
     rows = conn.execute(sa.select(c.project_id, c.bucket_name, c.enabled_ns, c.disabled_ns))
     return {(r.project_id, r.bucket_name): (r.enabled_ns, r.disabled_ns) for r in rows}
+
+
+def journal_expirations(conn: Connection) -> dict[str, int]:
+    """Bucket name → the record expiration in days of its latest journal, enabled or not,
+    for the buckets whose rows expire (the journal table's partitions are by bucket name)."""
+    c = bucket_journals.c
+    rows = conn.execute(sa.select(c.bucket_name, c.enabled_ns, c.expiration_days))
+    latest: dict[str, tuple[int, int | None]] = {}
+    for row in rows:
+        if row.bucket_name not in latest or row.enabled_ns > latest[row.bucket_name][0]:
+            latest[row.bucket_name] = (row.enabled_ns, row.expiration_days)
+    return {name: days for name, (_, days) in latest.items() if days is not None}
 
 
 def disable_journal(conn: Connection, project_id: uuid.UUID, bucket: str) -> bool:

@@ -29,6 +29,7 @@ from pyspark.sql.streaming.query import StreamingQuery
 from ripple.changestream.reader import DEFAULT_STREAM
 from ripple.events import EventSettings
 from ripple.notifications.journal import journal_periods
+from ripple.notifications.journal_expiry import journal_table
 from ripple.pipeline.source import NAME as CHANGE_STREAM
 from ripple.pipeline.source import engine_for
 from ripple.pipeline.transform import EVENT_SCHEMA, BatchMapper, Owners
@@ -82,11 +83,6 @@ _MESSAGE = (
 )
 _PARSED = "_message"  # the parsed message, between the two projections
 _DELETE_MARKERS = ("ObjectRemoved:DeleteMarkerCreated", "LifecycleExpiration:DeleteMarkerCreated")
-
-
-def journal_table(location: str) -> str:
-    """Where the journal table is under the journal location."""
-    return f"{location.rstrip('/')}/journal"
 
 
 def journal_checkpoint(location: str) -> str:

@@ -1,13 +1,15 @@
-"""`ripple journal inventory BUCKET`: write a journaled bucket's live inventory now (a
-progress bar on the way); and the schedule that `ripple up` keeps (every
-`journal.inventory-interval` seconds, on a thread, every journaled bucket). The inventory
-itself: `ripple.notifications.inventory`, docs/journal.md."""
+"""The journal's upkeep: `ripple journal inventory BUCKET` (a journaled bucket's live
+inventory now, a progress bar on the way) and `ripple journal expire` (the record
+expiration of the journal table now); and the schedule that `ripple up` keeps, both every
+`journal.interval` seconds on a thread. The parts themselves:
+`ripple.notifications.inventory` and `ripple.notifications.journal_expiry`; docs/journal.md."""
 
 from __future__ import annotations
 
 import logging
 import threading
 import time
+from datetime import UTC, datetime
 
 import click
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
@@ -21,9 +23,10 @@ from ripple.notifications.inventory import (
     inventory_directory,
     write_inventory,
 )
-from ripple.notifications.journal import JournalStore, journals
+from ripple.notifications.journal import JournalStore, journal_expirations, journals
+from ripple.notifications.journal_expiry import Pruned, prune_journal
 
-__all__ = ["InventorySchedule", "write_one"]
+__all__ = ["JournalUpkeep", "expire", "write_one"]
 
 log = logging.getLogger("ripple.journal")
 
@@ -63,10 +66,18 @@ def write_one(db: Metabase, loc: BucketLocation, location: str, all_versions: bo
     return inventory
 
 
-class InventorySchedule:
-    """Writes every journaled bucket's inventory now and then every `interval` seconds on a
-    daemon thread, until `stop`, which ends a snapshot in progress at its next row group
-    (the previous one stays)."""
+def expire(db: Metabase, location: str) -> Pruned | None:
+    """Drop the journal's partitions past their bucket's record expiration (today in UTC);
+    None where the location is not local (nothing pruned)."""
+    with db.read() as conn:
+        expirations = journal_expirations(conn)
+    return prune_journal(location, expirations, datetime.now(UTC).date())
+
+
+class JournalUpkeep:
+    """The journal's record expiration, then every journaled bucket's inventory, now and
+    then every `interval` seconds on a daemon thread, until `stop`, which ends a snapshot in
+    progress at its next row group (the previous one stays)."""
 
     def __init__(
         self, db: Metabase, location: str, interval: float, *, all_versions: bool = False
@@ -80,7 +91,7 @@ class InventorySchedule:
         self._thread: threading.Thread | None = None
 
     def start(self) -> None:
-        self._thread = threading.Thread(target=self._loop, name="inventory", daemon=True)
+        self._thread = threading.Thread(target=self._loop, name="journal-upkeep", daemon=True)
         self._thread.start()
 
     def stop(self, timeout: float = 30.0) -> None:
@@ -88,11 +99,23 @@ class InventorySchedule:
         if self._thread is not None:
             self._thread.join(timeout)
             if self._thread.is_alive():
-                log.warning("the inventory did not stop within %g s; leaving it", timeout)
+                log.warning("the journal upkeep did not stop within %g s; leaving it", timeout)
 
     def run_once(self) -> list[Inventory]:
-        """Every journaled bucket's inventory, one after another; a bucket that cannot be
-        written is logged and skipped."""
+        """The record expiration, then every journaled bucket's inventory, one after
+        another (a bucket deleted meanwhile is skipped); the inventories written."""
+        pruned = expire(self.db, self.location)
+        if pruned is None:
+            raise InventoryError(
+                f"the journal's record expiration and live inventories need a local "
+                f"journal.location, not {self.location}"
+            )
+        if pruned.unlisted or pruned.deleted:
+            log.info(
+                "journal record expiration: %d partitions out of the table's log, %d deleted",
+                len(pruned.unlisted),
+                len(pruned.deleted),
+            )
         with self.db.read() as conn:
             buckets = sorted(journals(conn))
         written: list[Inventory] = []
@@ -126,10 +149,10 @@ class InventorySchedule:
             try:
                 self.run_once()
             except InventoryError as e:  # the location: said once, not every interval
-                log.warning("no live inventories: %s", e)
+                log.warning("no journal upkeep: %s", e)
                 return
             except Exception:  # the database is away: try again next time
-                log.exception("inventory run failed")
+                log.exception("the journal upkeep failed")
             self.runs += 1
             if self._stop.wait(self.interval):
                 return
