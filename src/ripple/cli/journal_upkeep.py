@@ -62,7 +62,8 @@ def write_one(db: Metabase, loc: BucketLocation, location: str, all_versions: bo
             )
         except BucketNotFound as e:
             raise click.ClickException(f"no bucket named {loc.bucket_name!r}") from e
-    assert inventory is not None  # never cancelled here
+    if inventory is None:  # nothing cancels it here
+        raise click.ClickException(f"the inventory of {loc.bucket_name} was cancelled")
     return inventory
 
 
