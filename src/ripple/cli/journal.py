@@ -185,7 +185,7 @@ def journal_inventory(ctx: click.Context, bucket: str, all_versions: bool) -> No
 
     The snapshot is consistent with the journal's sequence number it prints: the journal's
     rows of the bucket up to it are in the inventory, the later ones are not. `ripple up`
-    writes every journaled bucket's inventory every journal.inventory-interval seconds."""
+    writes every journaled bucket's inventory every journal.interval seconds."""
     from ripple.cli.journal_upkeep import write_one
 
     settings = settings_of(ctx)
