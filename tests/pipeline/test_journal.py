@@ -1,7 +1,7 @@
 """The bucket journal the whole way (Spark `local[2]`, SQLite and PostgreSQL): boto3 writes
-through the gateway — PUT, copy, multipart, DeleteObjects, a versioned delete, tagging, a
-rename — into a journaled bucket while the pipeline runs, and `spark.read.parquet` of the
-journal, with no ripple code, finds each change exactly once, in sequencer order per key,
+through the gateway — PUT, copy, multipart, DeleteObjects, a versioned delete, tagging, an
+ACL, a rename — into a journaled bucket while the pipeline runs, and `spark.read.parquet`
+of the journal, with no ripple code, finds each change exactly once, in sequencer order per key,
 with its columns as S3's events say; a bucket without a journal, and what a journaled one
 did before its journal was enabled, are not in it."""
 
@@ -74,6 +74,7 @@ def test_every_change_of_a_journaled_bucket_is_in_the_journal_once(
         s3.put_object_tagging(
             Bucket="photos", Key="a.txt", Tagging={"TagSet": [{"Key": "k", "Value": "v"}]}
         )
+        s3.put_object_acl(Bucket="photos", Key="a.txt", ACL="public-read")
         s3.delete_objects(
             Bucket="photos", Delete={"Objects": [{"Key": "b.txt"}, {"Key": "big.bin"}]}
         )
@@ -81,7 +82,7 @@ def test_every_change_of_a_journaled_bucket_is_in_the_journal_once(
         s3.put_object(Bucket="other", Key="elsewhere.txt", Body=b"no journal")
         s3.put_object(Bucket="docs", Key="draft.md", Body=b"# draft")
         s3.rename_object(Bucket="docs", Key="final.md", RenameSource="docs/draft.md")
-        wait_for(lambda: len(journal(spark, location)) >= 9, what="9 journal rows")
+        wait_for(lambda: len(journal(spark, location)) >= 10, what="10 journal rows")
         everything = journal(spark, location)
 
     renamed = [
@@ -100,6 +101,7 @@ def test_every_change_of_a_journaled_bucket_is_in_the_journal_once(
     assert seen == [
         ("a.txt", "ObjectCreated:Put", "CREATE"),
         ("a.txt", "ObjectTagging:Put", "UPDATE_METADATA"),
+        ("a.txt", "ObjectAcl:Put", "UPDATE_METADATA"),
         ("a.txt", "ObjectRemoved:DeleteMarkerCreated", "DELETE"),
         ("b.txt", "ObjectCreated:Copy", "CREATE"),
         ("b.txt", "ObjectRemoved:DeleteMarkerCreated", "DELETE"),
@@ -120,7 +122,9 @@ def test_every_change_of_a_journaled_bucket_is_in_the_journal_once(
     utc = created.record_timestamp.astimezone(datetime.UTC)
     assert str(created.record_date) == utc.date().isoformat()
     assert rows[1].object_tags == {"k": "v"}
-    assert [r.is_delete_marker for r in rows] == [False, False, True, False, True, False, True]
+    assert [r.is_delete_marker for r in rows] == [
+        False, False, False, True, False, True, False, True
+    ]  # fmt: skip
     sequencers = [r.sequence_number for r in rows if r.key == "a.txt"]
     assert sequencers == sorted(sequencers, key=lambda s: (len(s), s))
 
