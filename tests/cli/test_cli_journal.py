@@ -313,3 +313,17 @@ def test_the_schedule_expires_before_it_writes_the_inventories(
     assert (tmp_path / "inventory" / "bucket=photos" / "inventory.parquet").is_file()
     schedule.run_once()
     assert not partition.exists()
+
+
+def test_the_schedule_ends_with_one_warning_on_a_location_that_is_not_local(
+    db: Metabase, caplog: pytest.LogCaptureFixture
+) -> None:
+    schedule = JournalUpkeep(db, "hdfs://namenode/ripple", 0.01)
+    schedule.start()
+    try:
+        wait_for(lambda: "no journal upkeep" in caplog.text, what="the warning")
+    finally:
+        schedule.stop()
+    assert caplog.text.count("no journal upkeep") == 1
+    assert "need a local journal.location, not hdfs://namenode/ripple" in caplog.text
+    assert schedule.runs == 0

@@ -7,7 +7,6 @@ expiration of the journal table now); and the schedule that `ripple up` keeps, b
 from __future__ import annotations
 
 import logging
-import threading
 import time
 from datetime import UTC, datetime
 
@@ -15,6 +14,7 @@ import click
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from ripple.cli.common import errors
+from ripple.cli.schedule import Schedule, Unschedulable
 from ripple.metabase import BucketLocation, Metabase
 from ripple.metabase.errors import BucketNotFound
 from ripple.notifications.inventory import (
@@ -75,39 +75,27 @@ def expire(db: Metabase, location: str) -> Pruned | None:
     return prune_journal(location, expirations, datetime.now(UTC).date())
 
 
-class JournalUpkeep:
+class JournalUpkeep(Schedule):
     """The journal's record expiration, then every journaled bucket's inventory, now and
     then every `interval` seconds on a daemon thread, until `stop`, which ends a snapshot in
     progress at its next row group (the previous one stays)."""
 
+    what = "journal upkeep"
+
     def __init__(
         self, db: Metabase, location: str, interval: float, *, all_versions: bool = False
     ) -> None:
+        super().__init__(interval)
         self.db = db
         self.location = location
-        self.interval = interval
         self.all_versions = all_versions
-        self.runs = 0  # completed runs
-        self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
-
-    def start(self) -> None:
-        self._thread = threading.Thread(target=self._loop, name="journal-upkeep", daemon=True)
-        self._thread.start()
-
-    def stop(self, timeout: float = 30.0) -> None:
-        self._stop.set()
-        if self._thread is not None:
-            self._thread.join(timeout)
-            if self._thread.is_alive():
-                log.warning("the journal upkeep did not stop within %g s; leaving it", timeout)
 
     def run_once(self) -> list[Inventory]:
         """The record expiration, then every journaled bucket's inventory, one after
         another (a bucket deleted meanwhile is skipped); the inventories written."""
         pruned = expire(self.db, self.location)
         if pruned is None:
-            raise InventoryError(
+            raise Unschedulable(
                 f"the journal's record expiration and live inventories need a local "
                 f"journal.location, not {self.location}"
             )
@@ -121,7 +109,7 @@ class JournalUpkeep:
             buckets = sorted(journals(conn))
         written: list[Inventory] = []
         for project, name in buckets:
-            if self._stop.is_set():
+            if self.stopping():
                 break
             started = time.monotonic()
             try:
@@ -130,7 +118,7 @@ class JournalUpkeep:
                     BucketLocation(project, name),
                     self.location,
                     all_versions=self.all_versions,
-                    cancelled=self._stop.is_set,
+                    cancelled=self.stopping,
                 )
             except BucketNotFound:  # deleted since: its journal went with it
                 continue
@@ -144,16 +132,3 @@ class JournalUpkeep:
                     time.monotonic() - started,
                 )
         return written
-
-    def _loop(self) -> None:
-        while not self._stop.is_set():
-            try:
-                self.run_once()
-            except InventoryError as e:  # the location: said once, not every interval
-                log.warning("no journal upkeep: %s", e)
-                return
-            except Exception:  # the database is away: try again next time
-                log.exception("the journal upkeep failed")
-            self.runs += 1
-            if self._stop.wait(self.interval):
-                return

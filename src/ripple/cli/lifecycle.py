@@ -12,7 +12,6 @@ and rule.
 from __future__ import annotations
 
 import logging
-import threading
 from datetime import UTC, datetime
 
 import click
@@ -20,6 +19,7 @@ from prometheus_client import Counter
 from rich.progress import Progress
 
 from ripple.cli.common import console, errors, open_metabase, settings_of
+from ripple.cli.schedule import Schedule
 from ripple.config import Settings
 from ripple.gateway.data import ObjectData
 from ripple.metabase import Metabase, Object, Status
@@ -180,48 +180,24 @@ def _data_remover(settings: Settings) -> Removed | None:
     return free_data(ObjectData(root)) if root.is_dir() else None
 
 
-class LifecycleSchedule:
+class LifecycleSchedule(Schedule):
     """Runs the lifecycle now and then every `interval` seconds on a daemon thread, until
     `stop`, which ends a run in progress at its next page read or batch (and warns if the
     thread has not ended within its timeout)."""
 
+    what = "lifecycle run"
+
     def __init__(self, db: Metabase, interval: float, *, removed: Removed | None = None) -> None:
+        super().__init__(interval)
         self.db = db
-        self.interval = interval
         self.removed = removed
-        self.runs = 0  # completed runs
-        self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
 
-    def start(self) -> None:
-        self._thread = threading.Thread(target=self._loop, name="lifecycle", daemon=True)
-        self._thread.start()
-
-    def stop(self, timeout: float = 30.0) -> None:
-        self._stop.set()
-        if self._thread is not None:
-            self._thread.join(timeout)
-            if self._thread.is_alive():
-                log.warning(
-                    "the lifecycle run did not stop within %g s; leaving it (a daemon thread)",
-                    timeout,
-                )
-
-    def _loop(self) -> None:
-        while not self._stop.is_set():
-            try:
-                result = run_lifecycle(
-                    self.db,
-                    removed=self.removed,
-                    cancelled=self._stop.is_set,
-                    rule_failed=count_failure,
-                )
-                if result.failed:
-                    log.warning("%s", summary(result))
-                elif result.changed or result.kept_locked:
-                    log.info("%s", summary(result))
-            except Exception:  # the database is away: try again next time
-                log.exception("lifecycle run failed")
-            self.runs += 1
-            if self._stop.wait(self.interval):
-                return
+    def run_once(self) -> LifecycleResult:
+        result = run_lifecycle(
+            self.db, removed=self.removed, cancelled=self.stopping, rule_failed=count_failure
+        )
+        if result.failed:
+            log.warning("%s", summary(result))
+        elif result.changed or result.kept_locked:
+            log.info("%s", summary(result))
+        return result
