@@ -36,6 +36,7 @@ from ripple.metabase.listing import scan
 from ripple.metabase.rows import at_bucket, get_bucket
 from ripple.metabase.schema import objects
 from ripple.metabase.types import COMMITTED_STATUSES
+from ripple.notifications.journal_expiry import local_directory
 
 __all__ = [
     "INVENTORY_FILE",
@@ -92,18 +93,14 @@ def inventory_directory(location: str) -> Path:
     """The inventory table under a journal location: a local directory (a path, or a
     `file:` URL). Another scheme is refused: the snapshot's atomic replacement is a local
     file system's rename."""
-    parts = urlsplit(location)
-    if parts.scheme == "file":
-        local = parts.path
-    elif parts.scheme and len(parts.scheme) > 1:  # not a Windows drive letter
+    local = local_directory(location)
+    if local is None:
         raise InventoryError(
             f"the live inventory is written to a local journal.location only, not "
-            f"{parts.scheme}:// (the snapshot replaces its file by a local rename); set "
-            f"journal.location to a local directory to have one"
+            f"{urlsplit(location).scheme}:// (the snapshot replaces its file by a local "
+            f"rename); set journal.location to a local directory to have one"
         )
-    else:
-        local = location
-    return Path(local) / "inventory"
+    return local / "inventory"
 
 
 @contextmanager

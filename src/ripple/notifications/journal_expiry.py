@@ -26,7 +26,7 @@ from urllib.parse import unquote, urlsplit
 
 import orjson
 
-__all__ = ["Pruned", "expired", "journal_table", "prune_journal"]
+__all__ = ["Pruned", "expired", "journal_table", "local_directory", "prune_journal"]
 
 LOG = "_spark_metadata"
 _VERSION = "v1"  # the sink log's format version (its first line)
@@ -67,7 +67,9 @@ def _partition(path: str) -> tuple[str, date, str] | None:
     return f"record_date={found.group(1)}/bucket={found.group(2)}", day, name
 
 
-def _local(location: str) -> Path | None:
+def local_directory(location: str) -> Path | None:
+    """The local directory a journal location names (a path, or a `file:` URL); None for
+    another scheme (`hdfs://`, `s3a://`)."""
     parts = urlsplit(location)
     if parts.scheme == "file":
         return Path(parts.path)
@@ -80,7 +82,7 @@ def prune_journal(location: str, expirations: Mapping[str, int], today: date) ->
     """Drop the expired partitions of the journal under `location`, given each bucket's
     record expiration in days (a bucket not named keeps its rows); None where the location
     is not a local directory (not pruned)."""
-    local = _local(location)
+    local = local_directory(location)
     if local is None:
         return None
     table = Path(journal_table(str(local)))
