@@ -11,6 +11,7 @@ import datetime
 from pathlib import Path
 from typing import Any
 
+import pyarrow.dataset as ds
 from click.testing import CliRunner
 from pyspark.errors import AnalysisException
 from pyspark.sql import Row, SparkSession
@@ -127,6 +128,12 @@ def test_every_change_of_a_journaled_bucket_is_in_the_journal_once(
     ]  # fmt: skip
     sequencers = [r.sequence_number for r in rows if r.key == "a.txt"]
     assert sequencers == sorted(sequencers, key=lambda s: (len(s), s))
+
+    # pyarrow, listing the directory itself (no crash here, so no batch written twice)
+    listed = ds.dataset(journal_table(str(location)), partitioning="hive").to_table()
+    assert sorted(
+        zip(listed.column("key").to_pylist(), listed.column("event_name").to_pylist(), strict=True)
+    ) == sorted((r.key, r.event_name) for r in everything)
 
     # Spark SQL over it, with no ripple code: the deletes by a requester in a time range
     spark.read.parquet(journal_table(str(location))).createOrReplaceTempView("journal")
