@@ -1,11 +1,12 @@
 """The bucket journal: every event of a journaled bucket's objects as a row of a Parquet
 table Spark SQL reads (docs/journal.md). A streaming query of its own over the objects'
-change stream (consumer `journal`): the pipeline's transform maps the records to events
-(`BatchMapper`, one Arrow batch at a time), keeps those committed within their bucket's
-journal period (`bucket_journals`), and Spark's file sink writes them, partitioned by date and
-bucket, one atomic commit per micro-batch: the sink's log (`_spark_metadata`) lists the
-files of each committed batch, so a batch run again after a crash never doubles a row for a
-reader of the table's root. Columns: `JOURNAL_COLUMNS`, after Amazon S3 Metadata's journal.
+change stream (consumer `journal`), whose source's tasks (`ripple.pipeline.journal_source`)
+map the records they read to events with the pipeline's transform (`BatchMapper`, one Arrow
+batch at a time) and keep those committed within their bucket's journal period
+(`bucket_journals`); Spark's file sink writes them, partitioned by date and bucket, one
+atomic commit per micro-batch: the sink's log (`_spark_metadata`) lists the files of each
+committed batch, so a batch run again after a crash never doubles a row for a reader of the
+table's root. Columns: `JOURNAL_COLUMNS`, after Amazon S3 Metadata's journal.
 
 The query starts once a bucket is journaled (`JournalQuery.start_if_journaled`), so a
 pipeline without journals reads the stream once, not twice.
@@ -23,16 +24,15 @@ import pyarrow.compute as pc
 import sqlalchemy as sa
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
-from pyspark.sql.pandas.types import from_arrow_schema
 from pyspark.sql.streaming.query import StreamingQuery
 
 from ripple.changestream.reader import DEFAULT_STREAM
 from ripple.events import EventSettings
 from ripple.notifications.journal import journal_periods
 from ripple.notifications.journal_expiry import journal_table
-from ripple.pipeline.source import NAME as CHANGE_STREAM
+from ripple.pipeline.journal_source import JOURNAL_SOURCE, journal_source
 from ripple.pipeline.source import engine_for
-from ripple.pipeline.transform import EVENT_SCHEMA, BatchMapper, Owners
+from ripple.pipeline.transform import BatchMapper, Owners
 
 __all__ = [
     "CONSUMER",
@@ -114,10 +114,11 @@ def journal_periods_of(
 def journal_events(
     url: str, settings: EventSettings
 ) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
-    """The `mapInArrow` function: a task's change records → the events (EVENT_SCHEMA) of
-    buckets committed within their journal's period; a rename's once, as one event
-    (`single`). The periods are read after the records, so a record committed after a
-    journal was enabled always finds it, and a disabled journal keeps its period's events."""
+    """A `ripple-journal` task's function (or `mapInArrow`'s): its change records → the
+    events (EVENT_SCHEMA) of buckets committed within their journal's period; a rename's
+    once, as one event (`single`). The periods are read after the records, so a record
+    committed after a journal was enabled always finds it, and a disabled journal keeps its
+    period's events."""
 
     def transform(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         owners = Owners(url)
@@ -242,16 +243,15 @@ class JournalQuery:
         return self.query
 
     def start(self) -> StreamingQuery:
-        records = (
-            self.spark.readStream.format(CHANGE_STREAM)
+        # the records mapped to events in the source's own tasks (`journal_events`)
+        self.spark.dataSource.register(journal_source(self.events))
+        events = (
+            self.spark.readStream.format(JOURNAL_SOURCE)
             .option("url", self.url)
             .option("stream", DEFAULT_STREAM)
             .option("consumer", CONSUMER)
             .option("maxRecordsPerBatch", str(self.max_records))
             .load()
-        )
-        events = records.mapInArrow(
-            journal_events(self.url, self.events), from_arrow_schema(EVENT_SCHEMA)
         )
         return (
             journal_rows(events)
