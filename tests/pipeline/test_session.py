@@ -2,13 +2,11 @@
 
 from __future__ import annotations
 
-import os
-
 import pytest
 from pyspark import TaskContext
 from pyspark.sql import SparkSession
 
-from ripple.pipeline.session import LOCAL_TASK_ATTEMPTS, with_extra_slots, with_task_retries
+from ripple.pipeline.session import LOCAL_TASK_ATTEMPTS, with_task_retries
 
 
 @pytest.mark.parametrize(
@@ -25,22 +23,6 @@ from ripple.pipeline.session import LOCAL_TASK_ATTEMPTS, with_extra_slots, with_
 )
 def test_a_local_master_gets_a_clusters_task_attempts(master: str, expected: str) -> None:
     assert with_task_retries(master) == expected
-
-
-@pytest.mark.parametrize(
-    ("master", "slots", "expected"),
-    [
-        ("local[2]", 1, "local[3]"),
-        ("local", 1, "local[2]"),
-        ("local[*]", 1, f"local[{(os.cpu_count() or 1) + 1}]"),
-        (" local[ 2 , 3 ] ", 1, "local[3,3]"),  # the user's attempts kept
-        ("local[2]", 0, "local[2]"),
-        ("spark://127.0.0.1:7077", 1, "spark://127.0.0.1:7077"),
-        ("local-cluster[2,1,1024]", 1, "local-cluster[2,1,1024]"),
-    ],
-)
-def test_a_local_master_gets_its_extra_slots(master: str, slots: int, expected: str) -> None:
-    assert with_extra_slots(master, slots) == expected
 
 
 def test_a_task_that_fails_once_does_not_fail_the_job(spark: SparkSession) -> None:

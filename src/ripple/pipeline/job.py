@@ -332,15 +332,6 @@ def journal_started(
     return True
 
 
-def lease_slots(settings: JobSettings) -> int:
-    """Task slots a local master gets beyond its threads: one for the delivery's lease when
-    a journal may run. A lease task follows the stream's end for `lease_s` at a time, back
-    to back while the stream is quiet for the delivery, mostly asleep between its polls;
-    in one of `local[N]`'s N slots it would leave the journal's backlog N - 1 of them
-    (BENCHMARKS.md, "Issue 30: the journal")."""
-    return 1 if settings.journal_location and settings.lease_s > 0 else 0
-
-
 def worker_setup(settings: JobSettings, **parts: Any) -> WorkerSetup:
     """The setup the job's workers build their routes and targets from: the job's
     metabase and event settings, a new run id, and `parts` (`WorkerSetup`'s other fields)."""
@@ -356,9 +347,7 @@ def run(
     """Run the job until `stop` is set (or the query fails, which raises). The workers
     route and deliver by `setup`."""
     stop = stop or threading.Event()
-    spark = spark_session(
-        settings.master, spark_conf(settings), settings.driver_host, lease_slots(settings)
-    )
+    spark = spark_session(settings.master, spark_conf(settings), settings.driver_host)
     # snapshot:// archives: one process may hold a snapshotter's log, so the driver serves
     # them and the workers publish through it
     served = shared_snapshotters.Served(settings.driver_host)

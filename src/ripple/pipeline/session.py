@@ -19,13 +19,7 @@ from pyspark.sql import SparkSession
 import ripple
 from ripple.pipeline.source import ChangeStreamSource
 
-__all__ = [
-    "is_local_master",
-    "ripple_archive",
-    "spark_session",
-    "with_extra_slots",
-    "with_task_retries",
-]
+__all__ = ["is_local_master", "ripple_archive", "spark_session", "with_task_retries"]
 
 LOCAL_TASK_ATTEMPTS = 4
 """How many times a local master runs a task before it fails the job: a cluster's default
@@ -33,7 +27,6 @@ LOCAL_TASK_ATTEMPTS = 4
 fails once (a JVM deserialization fault has been seen after a restart) stops the pipeline."""
 
 _LOCAL_THREADS = re.compile(r"local(?:\[\s*([0-9]+|\*)\s*\])?")
-_LOCAL_MASTER = re.compile(r"local(?:\[\s*([0-9]+|\*)\s*(?:,\s*([0-9]+)\s*)?\])?")
 
 
 def is_local_master(master: str) -> bool:
@@ -50,29 +43,13 @@ def with_task_retries(master: str) -> str:
     return f"local[{match.group(1) or 1},{LOCAL_TASK_ATTEMPTS}]"
 
 
-def with_extra_slots(master: str, slots: int) -> str:
-    """`master` with `slots` more task slots (threads) when it is a local one (`local[*]`
-    counted as this machine's cores); any other master as it is: a cluster's executors
-    have the cores they have."""
-    match = _LOCAL_MASTER.fullmatch(master.strip())
-    if match is None or slots <= 0:
-        return master
-    threads, attempts = match.group(1), match.group(2)
-    count = (os.cpu_count() or 1) if threads == "*" else int(threads or 1)
-    return f"local[{count + slots}{f',{attempts}' if attempts else ''}]"
-
-
 def spark_session(
-    master: str,
-    conf: dict[str, str] | None = None,
-    driver_host: str = "127.0.0.1",
-    extra_slots: int = 0,
+    master: str, conf: dict[str, str] | None = None, driver_host: str = "127.0.0.1"
 ) -> SparkSession:
     """A Spark session tuned for small, frequent micro-batches on few cores. On a local
     master the Python workers run this interpreter; on a cluster, ripple's own code is
     shipped to the executors (`ripple_archive`), whose Python needs only its dependencies
-    (PYSPARK_PYTHON, or Spark's `python3`). `extra_slots`: task slots a local master gets
-    beyond its threads (`with_extra_slots`), for tasks that mostly wait."""
+    (PYSPARK_PYTHON, or Spark's `python3`)."""
     archive = None
     if is_local_master(master):
         os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
@@ -84,7 +61,7 @@ def spark_session(
         os.environ["PYTHONPATH"] = os.pathsep.join(dict.fromkeys(paths))
     os.environ.setdefault("SPARK_LOCAL_IP", driver_host)  # the JVM's address, and no warning
     builder = (
-        SparkSession.builder.master(with_task_retries(with_extra_slots(master, extra_slots)))
+        SparkSession.builder.master(with_task_retries(master))
         .appName("ripple-pipeline")
         .config("spark.ui.enabled", "false")
         .config("spark.ui.showConsoleProgress", "false")
