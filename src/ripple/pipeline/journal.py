@@ -50,6 +50,11 @@ FOREVER = 2**63 - 1  # the end of a journal still enabled, in ns
 CONSUMER = "journal"  # the change stream's consumer whose offsets the journal query keeps
 QUERY_NAME = "ripple-journal"
 TRIGGER = "500 milliseconds"  # a row is visible to readers about a second after its write
+# A backlog's batch takes this many times the pipeline's maxRecordsPerBatch: each batch costs
+# a Spark job, its tasks' start, the slots idle at its end and the sink's commit. A task
+# streams its records; only the sort before the partitioned write holds a task's rows, and
+# it spills to disk past its memory (BENCHMARKS.md, "Issue 30: the journal").
+BATCH_FACTOR = 4
 CHECK_EVERY_S = 2.0  # how often a pipeline without a journal query looks for a journal
 PARTITIONS = ("record_date", "bucket")  # the table's directories: a day's, then a bucket's
 
@@ -250,7 +255,7 @@ class JournalQuery:
             .option("url", self.url)
             .option("stream", DEFAULT_STREAM)
             .option("consumer", CONSUMER)
-            .option("maxRecordsPerBatch", str(self.max_records))
+            .option("maxRecordsPerBatch", str(self.max_records * BATCH_FACTOR))
             .load()
         )
         return (
