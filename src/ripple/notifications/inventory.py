@@ -32,8 +32,7 @@ from ripple.changestream.reader import DEFAULT_STREAM
 from ripple.changestream.schema import change_partitions
 from ripple.events.sequencer import MAX_INDEX, sequencer
 from ripple.metabase import BucketLocation, Metabase, Object
-from ripple.metabase.listing import scan
-from ripple.metabase.rows import at_bucket, get_bucket
+from ripple.metabase.rows import METADATA_COLUMNS, at_bucket, get_bucket, object_from_row
 from ripple.metabase.schema import objects
 from ripple.metabase.types import COMMITTED_STATUSES
 from ripple.notifications.journal_expiry import local_directory
@@ -176,23 +175,21 @@ def _rows(
     conn: Connection, loc: BucketLocation, sequence_number: str, all_versions: bool
 ) -> Iterator[tuple[object, ...]]:
     """The bucket's rows in key order, each key's versions newest first: every version with
-    `all_versions`, else each key's latest unless it is a delete marker."""
-    after_key: bytes | None = None
-    after_version: int | None = None
+    `all_versions`, else each key's latest unless it is a delete marker. One query, its rows
+    streamed (a server-side cursor on PostgreSQL): the snapshot is one anyway."""
+    query = (
+        sa.select(*METADATA_COLUMNS)
+        .where(at_bucket(loc), objects.c.status.in_(COMMITTED_STATUSES))
+        .order_by(objects.c.object_key, objects.c.version.desc())
+    )
     previous: bytes | None = None
-    while True:
-        page = scan(conn, loc, b"", after_key, after_version)
-        if not page:
-            return
-        for obj in page:
-            raw = obj.object_key.encode("utf-8")
-            is_latest = raw != previous
-            previous = raw
-            if all_versions or (is_latest and not obj.is_delete_marker):
-                yield _row_values(obj, sequence_number, is_latest)
-        last = page[-1]
-        after_key = last.object_key.encode("utf-8")
-        after_version = last.version if all_versions else None
+    for row in conn.execute(query, execution_options={"yield_per": ROWS_PER_GROUP}):
+        obj = object_from_row(row)
+        raw = obj.object_key.encode("utf-8")
+        is_latest = raw != previous
+        previous = raw
+        if all_versions or (is_latest and not obj.is_delete_marker):
+            yield _row_values(obj, sequence_number, is_latest)
 
 
 def _count(conn: Connection, loc: BucketLocation) -> int:
