@@ -1,12 +1,11 @@
 """The bucket journal: every event of a journaled bucket's objects as a row of a Parquet
 table Spark SQL reads (docs/journal.md). A streaming query of its own over the objects'
 change stream (consumer `journal`), whose source's tasks (`ripple.pipeline.journal_source`)
-map the records they read to events with the pipeline's transform (`BatchMapper`, one Arrow
-batch at a time) and keep those committed within their bucket's journal period
-(`bucket_journals`); Spark's file sink writes them, partitioned by date and bucket, one
-atomic commit per micro-batch: the sink's log (`_spark_metadata`) lists the files of each
-committed batch, so a batch run again after a crash never doubles a row for a reader of the
-table's root. Columns: `JOURNAL_COLUMNS`, after Amazon S3 Metadata's journal.
+map the records they read to the events of journaled buckets
+(`ripple.pipeline.journal_events`); Spark's file sink writes them, partitioned by date and
+bucket, one atomic commit per micro-batch: the sink's log (`_spark_metadata`) lists the
+files of each committed batch, so a batch run again after a crash never doubles a row for a
+reader of the table's root. Columns: `JOURNAL_COLUMNS`, after Amazon S3 Metadata's journal.
 
 The query starts once a bucket is journaled (`JournalQuery.start_if_journaled`), so a
 pipeline without journals reads the stream once, not twice.
@@ -16,11 +15,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Iterator
 
-import numpy as np
-import pyarrow as pa
-import pyarrow.compute as pc
 import sqlalchemy as sa
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
@@ -28,11 +23,10 @@ from pyspark.sql.streaming.query import StreamingQuery
 
 from ripple.changestream.reader import DEFAULT_STREAM
 from ripple.events import EventSettings
-from ripple.notifications.journal import journal_periods
 from ripple.notifications.journal_expiry import journal_table
+from ripple.pipeline.journal_events import journal_events, journal_periods_of, keep_journaled
 from ripple.pipeline.journal_source import JOURNAL_SOURCE, journal_source
 from ripple.pipeline.source import engine_for
-from ripple.pipeline.transform import BatchMapper, Owners
 
 __all__ = [
     "CONSUMER",
@@ -46,7 +40,6 @@ __all__ = [
 
 log = logging.getLogger(__name__)
 
-FOREVER = 2**63 - 1  # the end of a journal still enabled, in ns
 CONSUMER = "journal"  # the change stream's consumer whose offsets the journal query keeps
 QUERY_NAME = "ripple-journal"
 TRIGGER = "500 milliseconds"  # a row is visible to readers about a second after its write
@@ -95,72 +88,6 @@ def journal_checkpoint(location: str) -> str:
     two must go together (a checkpoint started anew would number its batches from 0 again,
     and the table's sink skips the batch numbers it has committed)."""
     return f"{location.rstrip('/')}/checkpoint"
-
-
-def journal_periods_of(
-    url: str, engine: sa.Engine | None = None
-) -> dict[tuple[str, str], tuple[int, int]]:
-    """(project id, bucket) → (from, until) ns of its journal's period (until: the largest
-    int64 while it is enabled), for every bucket journaled now or before."""
-    owned = engine is None
-    engine = engine or engine_for(url)
-    try:
-        with engine.connect() as conn:
-            periods = journal_periods(conn)
-    finally:
-        if owned:
-            engine.dispose()
-    return {
-        (str(project), bucket): (enabled, FOREVER if disabled is None else disabled)
-        for (project, bucket), (enabled, disabled) in periods.items()
-    }
-
-
-def journal_events(
-    url: str, settings: EventSettings
-) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
-    """A `ripple-journal` task's function (or `mapInArrow`'s): its change records → the
-    events (EVENT_SCHEMA) of buckets committed within their journal's period; a rename's
-    once, as one event (`single`). The periods are read after the records, so a record
-    committed after a journal was enabled always finds it, and a disabled journal keeps its
-    period's events."""
-
-    def transform(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        owners = Owners(url)
-        mapper = BatchMapper(owners, settings, "objects")
-        engine = engine_for(url)  # the task's, for the journaled buckets
-        try:
-            for batch in batches:
-                events = mapper.map(batch)
-                if events.num_rows:
-                    kept = keep_journaled(events, journal_periods_of(url, engine))
-                    if kept.num_rows:
-                        yield kept
-            mapper.finish()
-        finally:
-            owners.close()
-            engine.dispose()
-
-    return transform
-
-
-def keep_journaled(
-    events: pa.RecordBatch, periods: dict[tuple[str, str], tuple[int, int]]
-) -> pa.RecordBatch:
-    """The events (EVENT_SCHEMA) committed within their bucket's journal period (from
-    inclusive, until exclusive), a rename's single event only."""
-    if not periods:
-        return events.slice(0, 0)
-    projects = events.column("project_id").to_pylist()
-    buckets = events.column("bucket").to_pylist()
-    within = [periods.get((p, b), (0, 0)) for p, b in zip(projects, buckets, strict=True)]
-    start = np.array([since for since, _ in within], dtype=np.int64)
-    end = np.array([until for _, until in within], dtype=np.int64)
-    commit = events.column("commit_ns").to_numpy(zero_copy_only=False)
-    keep = pa.array((start <= commit) & (commit < end))
-    rename = events.column("rename")
-    one_way = pc.fill_null(pc.not_equal(rename, "s3"), True)  # no rename, or its single event
-    return events.filter(keep if rename.null_count == len(rename) else pc.and_(keep, one_way))
 
 
 def journal_rows(events: DataFrame) -> DataFrame:

@@ -52,7 +52,7 @@ class JournalStreamReader(ChangeStreamStreamReader):
         self.settings = settings  # pickled EventSettings
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
-        from ripple.pipeline.journal import journal_events  # the executors' side only
+        from ripple.pipeline.journal_events import journal_events  # the executors' side only
 
         if not isinstance(partition, RangePartition):
             raise TypeError(f"not a partition of ranges: {type(partition).__name__}")
