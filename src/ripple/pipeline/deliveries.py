@@ -10,18 +10,17 @@ pickled, as bytes, and is unpickled (once per worker process) by the first task.
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
-from pyspark import cloudpickle  # Spark's own copy, as it pickles functions
 from pyspark.sql.datasource import DataSourceStreamReader, InputPartition
 from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadLimit
 
 from ripple.changestream.reader import ChangeStreamReader
 from ripple.pipeline.leases import Lease
 from ripple.pipeline.outcomes import SPARK_OUTCOME_SCHEMA
+from ripple.pipeline.pickled import pickled, unpickled
 from ripple.pipeline.source import (
     ChangeStreamSource,
     ChangeStreamStreamReader,
@@ -43,16 +42,6 @@ AGAIN = "again"
 
 def _positions(offsets: Offsets) -> Offsets:
     return {k: v for k, v in offsets.items() if k not in (LEASE, AGAIN)}
-
-
-_setups: dict[bytes, WorkerSetup] = {}  # digest of the pickled setup -> the setup
-
-
-def _setup_of(pickled: bytes) -> WorkerSetup:
-    digest = hashlib.sha256(pickled).digest()
-    if digest not in _setups:
-        _setups[digest] = cloudpickle.loads(pickled)
-    return _setups[digest]
 
 
 class LeasePartition(InputPartition):
@@ -134,7 +123,7 @@ class DeliveryStreamReader(ChangeStreamStreamReader):
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         from ripple.pipeline.tasks import deliver_task, lease_task  # the executors' side only
 
-        setup = _setup_of(self.setup)
+        setup: WorkerSetup = unpickled(self.setup)
         if isinstance(partition, LeasePartition):
             yield lease_task(setup, self.stream, self.table, partition.lease)
             return
@@ -166,5 +155,4 @@ class DeliverySource(ChangeStreamSource):
 def delivery_source(setup: WorkerSetup) -> type[DeliverySource]:
     """The `ripple-deliveries` source of one pipeline run, to register with Spark (which
     pickles the class, and with it the setup, to the planner and the workers)."""
-    pickled: bytes = cloudpickle.dumps(setup)  # type: ignore[no-untyped-call]
-    return type("PipelineDeliveries", (DeliverySource,), {"SETUP": pickled})
+    return type("PipelineDeliveries", (DeliverySource,), {"SETUP": pickled(setup)})

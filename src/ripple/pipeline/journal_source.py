@@ -12,14 +12,13 @@ pickled and are unpickled once per worker process.
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
-from pyspark import cloudpickle  # Spark's own copy, as it pickles functions
 from pyspark.sql.datasource import DataSourceStreamReader, InputPartition
 
+from ripple.pipeline.pickled import pickled, unpickled
 from ripple.pipeline.source import (
     ChangeStreamSource,
     ChangeStreamStreamReader,
@@ -33,15 +32,6 @@ if TYPE_CHECKING:
 __all__ = ["JOURNAL_SOURCE", "JournalSource", "journal_source"]
 
 JOURNAL_SOURCE = "ripple-journal"
-
-_settings: dict[bytes, EventSettings] = {}  # digest of the pickled settings -> the settings
-
-
-def _settings_of(pickled: bytes) -> EventSettings:
-    digest = hashlib.sha256(pickled).digest()
-    if digest not in _settings:
-        _settings[digest] = cloudpickle.loads(pickled)
-    return _settings[digest]
 
 
 class JournalStreamReader(ChangeStreamStreamReader):
@@ -57,7 +47,8 @@ class JournalStreamReader(ChangeStreamStreamReader):
         if not isinstance(partition, RangePartition):
             raise TypeError(f"not a partition of ranges: {type(partition).__name__}")
         records = read_ranges(self.url, self.stream, partition.ranges)
-        return journal_events(self.url, _settings_of(self.settings))(records)
+        settings: EventSettings = unpickled(self.settings)
+        return journal_events(self.url, settings)(records)
 
 
 class JournalSource(ChangeStreamSource):
@@ -85,5 +76,4 @@ class JournalSource(ChangeStreamSource):
 def journal_source(settings: EventSettings) -> type[JournalSource]:
     """The `ripple-journal` source of one pipeline run, to register with Spark (which
     pickles the class, and with it the settings, to the planner and the workers)."""
-    pickled: bytes = cloudpickle.dumps(settings)  # type: ignore[no-untyped-call]
-    return type("PipelineJournal", (JournalSource,), {"SETTINGS": pickled})
+    return type("PipelineJournal", (JournalSource,), {"SETTINGS": pickled(settings)})
