@@ -90,8 +90,9 @@ def _expiration_days(text: str | None) -> int | None:
         raise click.ClickException(str(e)) from e
 
 
-def _partitions(count: int) -> str:
-    return f"{count} partition{'' if count == 1 else 's'}"
+def _counted(count: int, noun: str) -> str:
+    """`1 row`, `2 rows`."""
+    return f"{count} {noun}{'' if count == 1 else 's'}"
 
 
 def _since(journal: Journal) -> str:
@@ -192,7 +193,7 @@ def journal_inventory(ctx: click.Context, bucket: str, all_versions: bool) -> No
     with _metabase(ctx) as db:
         loc = BucketLocation(_project_of(db, bucket), bucket)
         inventory = write_one(db, loc, settings.effective_journal_location, all_versions)
-    rows = f"{inventory.rows} row{'' if inventory.rows == 1 else 's'}"
+    rows = _counted(inventory.rows, "row")
     what = "every version and delete marker" if all_versions else "the latest versions"
     console.print(
         f"inventory of bucket {bucket}: {rows} ({what}) at journal sequence number "
@@ -221,9 +222,10 @@ def journal_expire(ctx: click.Context) -> None:
             f"the journal at {location} is not in a local directory: its record expiration "
             "is not applied here"
         )
+    unlisted = _counted(len(pruned.unlisted), "partition")
     console.print(
-        f"record expiration: {_partitions(len(pruned.unlisted))} out of the journal table's "
-        f"log, {len(pruned.deleted)} deleted from {location}",
+        f"record expiration: {unlisted} out of the journal table's log, "
+        f"{len(pruned.deleted)} deleted from {location}",
         highlight=False,
         soft_wrap=True,
     )

@@ -171,6 +171,11 @@ def _batch(rows: list[tuple[object, ...]]) -> pa.RecordBatch:
     )
 
 
+def _committed(loc: BucketLocation) -> tuple[sa.ColumnElement[bool], ...]:
+    """The bucket's committed rows: its versions and delete markers, no pending upload."""
+    return at_bucket(loc), objects.c.status.in_(COMMITTED_STATUSES)
+
+
 def _rows(
     conn: Connection, loc: BucketLocation, sequence_number: str, all_versions: bool
 ) -> Iterator[tuple[object, ...]]:
@@ -179,7 +184,7 @@ def _rows(
     streamed (a server-side cursor on PostgreSQL): the snapshot is one anyway."""
     query = (
         sa.select(*METADATA_COLUMNS)
-        .where(at_bucket(loc), objects.c.status.in_(COMMITTED_STATUSES))
+        .where(*_committed(loc))
         .order_by(objects.c.object_key, objects.c.version.desc())
     )
     previous: bytes | None = None
@@ -195,9 +200,7 @@ def _rows(
 def _count(conn: Connection, loc: BucketLocation) -> int:
     """The bucket's committed rows: the most the inventory has (for a progress bar)."""
     return conn.execute(
-        sa.select(sa.func.count())
-        .select_from(objects)
-        .where(at_bucket(loc), objects.c.status.in_(COMMITTED_STATUSES))
+        sa.select(sa.func.count()).select_from(objects).where(*_committed(loc))
     ).scalar_one()
 
 
