@@ -19,10 +19,11 @@ alone to the pipeline's whole batch, and three rearrangements of it:
   halves          batch as two jobs at once over halves of the stream partitions (as two
                   queries would run), so one's driver work overlaps the other's executors
   own-code        ripple's read, transform, route and store in this process, no Spark
-  journal-map     source → mapInArrow(the journal's transform: events of journaled
-                  buckets) → toArrow (the bucket is journaled before the fill)
-  journal-rows    journal-map, then the journal's columns (`journal_rows`: the message's
-                  JSON parsed in Spark) into Spark's `noop` sink: no driver collect
+  journal-map     source → mapInArrow(the journal's task: events of journaled buckets,
+                  then their rows, `journal_rows`) → toArrow (the bucket is journaled
+                  before the fill)
+  journal-rows    journal-map, then the journal's last columns in Spark
+                  (`journal_columns`: metadata and tags into maps) into the `noop` sink
   journal-write   journal-rows into Parquet files partitioned as the journal's (a batch
                   write of Spark's file writer), rows counted from the files' footers
 
@@ -52,6 +53,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 from pyspark.sql import DataFrame
 from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
+from pyspark.sql.pandas.types import from_arrow_schema
 from rich.console import Console
 
 import ripple
@@ -61,7 +63,13 @@ from ripple.events import EventSettings
 from ripple.metabase import Metabase
 from ripple.notifications.journal import JournalStore
 from ripple.notifications.registry import Destination, Registry
-from ripple.pipeline.journal import PARTITIONS, journal_events, journal_rows
+from ripple.pipeline.journal import (
+    PARTITIONS,
+    journal_columns,
+    journal_events,
+    journal_rows,
+)
+from ripple.pipeline.journal_rows import TASK_SCHEMA
 from ripple.pipeline.route import route_table
 from ripple.pipeline.session import spark_session
 from ripple.pipeline.source import SPARK_SCHEMA, RangePartition, read_ranges
@@ -328,17 +336,20 @@ def run_cases(
     executors = mapped.mapInArrow(
         route_and_store(url, str(world.project_id), world.buckets, TOPIC), "stored long"
     )
-    journaled = records.mapInArrow(journal_events(url, EventSettings()), SPARK_EVENT_SCHEMA)
+    journal_task = journal_events(url, EventSettings())
+    journaled = records.mapInArrow(
+        lambda batches: map(journal_rows, journal_task(batches)), from_arrow_schema(TASK_SCHEMA)
+    )
     written = tempfile.TemporaryDirectory(prefix="ripple-bench-journal-")
     writes = itertools.count()
 
     def journal_write() -> int:
         path = Path(written.name) / str(next(writes))
-        journal_rows(journaled).write.partitionBy(*PARTITIONS).parquet(str(path))
+        journal_columns(journaled).write.partitionBy(*PARTITIONS).parquet(str(path))
         return sum(pq.read_metadata(f).num_rows for f in path.rglob("*.parquet"))
 
     def journal_noop() -> int:
-        journal_rows(journaled).write.format("noop").mode("overwrite").save()
+        journal_columns(journaled).write.format("noop").mode("overwrite").save()
         return events  # the noop sink counts nothing: journal-map's count stands for it
 
     cases: dict[str, Callable[[], int]] = {

@@ -22,7 +22,6 @@ import numpy as np
 import orjson
 import pyarrow as pa
 import pyarrow.compute as pc
-import pyarrow.json as pj
 
 from ripple.changestream.tag import STRING_MEMBERS, Operation, TransactionTag
 from ripple.events.columns import (
@@ -31,6 +30,7 @@ from ripple.events.columns import (
     distinct,
     encode_keys,
     event_times,
+    read_json_lines,
     sequencers,
     version_ids,
     whole,
@@ -161,9 +161,9 @@ class _Rows:
         mods = records.column("mods")
         tags = pc.fill_null(records.column("transaction_tag"), "")
         try:
-            parsed = _read_lines(pc.binary_join_element_wise('{"m":', mods, "}\n", ""), _MODS)
+            parsed = read_json_lines(pc.binary_join_element_wise('{"m":', mods, "}\n", ""), _MODS)
             empty = pc.equal(pc.utf8_length(tags), 0)
-            tag = _read_lines(
+            tag = read_json_lines(
                 pc.binary_join_element_wise(pc.if_else(empty, "{}", tags), "\n", ""), _TAG
             )
         except pa.ArrowInvalid:
@@ -297,17 +297,6 @@ class _Rows:
             {name: value.take(take) for name, value in self.values.items()},
             {name: value.take(take) for name, value in self.tag.items()},
         )
-
-
-def _read_lines(lines: pa.Array | pa.ChunkedArray, schema: pa.Schema) -> pa.Table:
-    """The JSON objects of a string array whose every element is one object and a newline."""
-    lines = whole(lines)
-    offsets = np.frombuffer(lines.buffers()[1], dtype=np.int32)
-    first, last = int(offsets[lines.offset]), int(offsets[lines.offset + len(lines)])
-    text = lines.buffers()[2].slice(first, last - first)
-    options = pj.ParseOptions(explicit_schema=schema, unexpected_field_behavior="ignore")
-    read = pj.ReadOptions(use_threads=False, block_size=max(1 << 20, last - first + 1))
-    return pj.read_json(pa.BufferReader(text), read_options=read, parse_options=options)
 
 
 def _event_names(rows: _Rows) -> pa.Array:

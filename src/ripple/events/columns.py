@@ -1,7 +1,8 @@
 """The scalar functions of `ripple.events` over Arrow arrays, for the transform's fast path
 (`ripple.events.batch`): `sequencers`, `event_times`, `encode_keys` and `version_ids` give,
 for every element, what `sequencer(ns, 0)`, `event_time`, `encode_key` and `version_id`
-give for it (tests hold them to that). Pure: no I/O.
+give for it (tests hold them to that); `read_json_lines` reads many JSON objects at once.
+Pure: no I/O.
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ from typing import Any, Final
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
+import pyarrow.json as pj
 
 from ripple.events.keys import encode_key
 from ripple.events.sequencer import _utc_text
@@ -21,6 +23,7 @@ __all__ = [
     "distinct",
     "encode_keys",
     "event_times",
+    "read_json_lines",
     "sequencers",
     "version_ids",
     "whole",
@@ -33,6 +36,18 @@ _UPPER: Final = np.frombuffer(b"0123456789ABCDEF", dtype=np.uint8)
 _LOWER: Final = np.frombuffer(b"0123456789abcdef", dtype=np.uint8)
 _SHIFTS: Final = np.arange(60, -4, -4, dtype=np.uint64)
 _DIGITS: Final = np.frombuffer(b"0123456789", dtype=np.uint8)
+
+
+def read_json_lines(lines: pa.Array | pa.ChunkedArray, schema: pa.Schema) -> pa.Table:
+    """The JSON objects of a string (or binary) array whose every element is one object and
+    a newline, as a table of `schema` (fields it does not name are skipped)."""
+    lines = whole(lines)
+    offsets = np.frombuffer(lines.buffers()[1], dtype=np.int32)
+    first, last = int(offsets[lines.offset]), int(offsets[lines.offset + len(lines)])
+    text = lines.buffers()[2].slice(first, last - first)
+    options = pj.ParseOptions(explicit_schema=schema, unexpected_field_behavior="ignore")
+    read = pj.ReadOptions(use_threads=False, block_size=max(1 << 20, last - first + 1))
+    return pj.read_json(pa.BufferReader(text), read_options=read, parse_options=options)
 
 
 def whole(array: pa.Array | pa.ChunkedArray) -> pa.Array:

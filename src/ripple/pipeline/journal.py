@@ -2,7 +2,8 @@
 table Spark SQL reads (docs/journal.md). A streaming query of its own over the objects'
 change stream (consumer `journal`), whose source's tasks (`ripple.pipeline.journal_source`)
 map the records they read to the events of journaled buckets
-(`ripple.pipeline.journal_events`); Spark's file sink writes them, partitioned by date and
+(`ripple.pipeline.journal_events`) and those to the journal's columns
+(`ripple.pipeline.journal_rows`); Spark's file sink writes them, partitioned by date and
 bucket, one atomic commit per micro-batch: the sink's log (`_spark_metadata`) lists the
 files of each committed batch, so a batch run again after a crash never doubles a row for a
 reader of the table's root. Columns: `JOURNAL_COLUMNS`, after Amazon S3 Metadata's journal.
@@ -25,15 +26,19 @@ from ripple.changestream.reader import DEFAULT_STREAM
 from ripple.events import EventSettings
 from ripple.notifications.journal_expiry import journal_table
 from ripple.pipeline.journal_events import journal_events, journal_periods_of, keep_journaled
+from ripple.pipeline.journal_rows import JOURNAL_COLUMNS, PARTITIONS, journal_rows
 from ripple.pipeline.journal_source import JOURNAL_SOURCE, journal_source
 from ripple.pipeline.source import engine_for
 
 __all__ = [
     "CONSUMER",
     "JOURNAL_COLUMNS",
+    "PARTITIONS",
     "JournalQuery",
     "journal_checkpoint",
+    "journal_columns",
     "journal_events",
+    "journal_rows",
     "journal_table",
     "keep_journaled",
 ]
@@ -49,38 +54,6 @@ TRIGGER = "500 milliseconds"  # a row is visible to readers about a second after
 # it spills to disk past its memory (BENCHMARKS.md, "Issue 30: the journal").
 BATCH_FACTOR = 4
 CHECK_EVERY_S = 2.0  # how often a pipeline without a journal query looks for a journal
-PARTITIONS = ("record_date", "bucket")  # the table's directories: a day's, then a bucket's
-
-# The journal's columns as a reader sees them (Amazon S3 Metadata's journal table, and the
-# S3 event's name), the partition columns last, as Spark reads them.
-JOURNAL_COLUMNS = (
-    "key",
-    "sequence_number",
-    "record_type",
-    "record_timestamp",
-    "version_id",
-    "is_delete_marker",
-    "size",
-    "last_modified_date",
-    "e_tag",
-    "requester",
-    "source_ip_address",
-    "request_id",
-    "user_metadata",
-    "object_tags",
-    "event_name",
-    "rename_source_key",
-    *PARTITIONS,
-)
-
-# what the columns take from an S3 event record (the rest comes from the event's row)
-_MESSAGE = (
-    "eventTime string, userIdentity struct<principalId: string>, "
-    "requestParameters struct<sourceIPAddress: string>, responseElements map<string, string>, "
-    "s3 struct<object: struct<size: bigint, eTag: string, renameFromKey: string>>"
-)
-_PARSED = "_message"  # the parsed message, between the two projections
-_DELETE_MARKERS = ("ObjectRemoved:DeleteMarkerCreated", "LifecycleExpiration:DeleteMarkerCreated")
 
 
 def journal_checkpoint(location: str) -> str:
@@ -90,45 +63,15 @@ def journal_checkpoint(location: str) -> str:
     return f"{location.rstrip('/')}/checkpoint"
 
 
-def journal_rows(events: DataFrame) -> DataFrame:
-    """Event rows (EVENT_SCHEMA) → journal rows (JOURNAL_COLUMNS), in Spark. The message is
-    parsed once, as a column of its own: taking fields of a `from_json` directly, Spark's
-    optimizer parses the JSON again for each field (OptimizeJsonExprs)."""
-    events = events.withColumn(_PARSED, F.from_json(F.col("message").cast("string"), _MESSAGE))
-    message = F.col(_PARSED)
-    name = F.col("event_name")
-    timestamp = F.to_timestamp(message["eventTime"])
-    record_type = (
-        F.when(name.startswith("ObjectCreated:"), F.lit("CREATE"))
-        .when(
-            name.startswith("ObjectRemoved:") | name.startswith("LifecycleExpiration:"),
-            F.lit("DELETE"),
-        )
-        .otherwise(F.lit("UPDATE_METADATA"))
-    )
-    columns: dict[str, Column] = {
-        "key": F.col("key"),
-        "sequence_number": F.col("sequencer"),
-        "record_type": record_type,
-        "record_timestamp": timestamp,
-        "version_id": F.col("version_id"),
-        "is_delete_marker": name.isin(*_DELETE_MARKERS),
-        "size": message["s3"]["object"]["size"],
-        "last_modified_date": F.when(record_type == "CREATE", timestamp),
-        "e_tag": message["s3"]["object"]["eTag"],
-        "requester": message["userIdentity"]["principalId"],
-        "source_ip_address": message["requestParameters"]["sourceIPAddress"],
-        "request_id": message["responseElements"]["x-amz-request-id"],
-        "user_metadata": F.from_json(F.col("metadata"), "map<string, string>"),
-        "object_tags": F.from_json(F.col("tags"), "map<string, string>"),
-        "event_name": name,
-        # a rename's source key (its event's is URL-encoded, as an event's keys are)
-        "rename_source_key": F.url_decode(message["s3"]["object"]["renameFromKey"]),
-        # the UTC date of the event's time, whatever the session's time zone
-        "record_date": F.to_date(F.substring(message["eventTime"], 1, 10)),
-        "bucket": F.col("bucket"),
-    }
-    return events.select(*(columns[name].alias(name) for name in JOURNAL_COLUMNS))
+def journal_columns(rows: DataFrame) -> DataFrame:
+    """A journal task's rows (TASK_SCHEMA) → the journal's columns (JOURNAL_COLUMNS), in
+    Spark: the user metadata and the tags read into maps, a rename's source key decoded
+    (its event's is URL-encoded, as an event's keys are)."""
+    columns: dict[str, Column] = {name: F.col(name) for name in JOURNAL_COLUMNS}
+    columns["user_metadata"] = F.from_json(F.col("user_metadata"), "map<string, string>")
+    columns["object_tags"] = F.from_json(F.col("object_tags"), "map<string, string>")
+    columns["rename_source_key"] = F.url_decode(F.col("rename_source_key"))
+    return rows.select(*(columns[name].alias(name) for name in JOURNAL_COLUMNS))
 
 
 class JournalQuery:
@@ -175,9 +118,9 @@ class JournalQuery:
         return self.query
 
     def start(self) -> StreamingQuery:
-        # the records mapped to events in the source's own tasks (`journal_events`)
+        # the records mapped to the journal's rows in the source's own tasks
         self.spark.dataSource.register(journal_source(self.events))
-        events = (
+        rows = (
             self.spark.readStream.format(JOURNAL_SOURCE)
             .option("url", self.url)
             .option("stream", DEFAULT_STREAM)
@@ -186,7 +129,7 @@ class JournalQuery:
             .load()
         )
         return (
-            journal_rows(events)
+            journal_columns(rows)
             .writeStream.format("parquet")
             .option("path", journal_table(self.location))
             .option("checkpointLocation", journal_checkpoint(self.location))

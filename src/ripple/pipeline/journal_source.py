@@ -1,9 +1,10 @@
-"""The `ripple-journal` source: the change stream read as the bucket journal's events
+"""The `ripple-journal` source: the change stream read as the bucket journal's rows
 (`ripple.pipeline.journal`). Its batches, offsets and consumer are the change stream's
 (`ripple-changestream`, whose reader it is); only a task's `read` differs: it maps the
-records it reads to the events of journaled buckets (`journal_events`) in the same Python
-worker, so a task runs one Python stage, not two, and the records never cross into the JVM
-and back (BENCHMARKS.md, "Issue 30: the journal").
+records it reads to the events of journaled buckets (`journal_events`) and those to the
+journal's columns (`journal_rows`) in the same Python worker, so a task runs one Python
+stage, not two, and neither the records nor the events' JSON cross into the JVM
+(BENCHMARKS.md, "Issue 30: the journal").
 
 Kept light as `ripple.pipeline.deliveries` is: Spark plans the batches in a Python helper
 beside the driver, which imports this module, not the transform; the event settings travel
@@ -35,20 +36,22 @@ JOURNAL_SOURCE = "ripple-journal"
 
 
 class JournalStreamReader(ChangeStreamStreamReader):
-    """The change-stream reader whose tasks return the journal's events (EVENT_SCHEMA)."""
+    """The change-stream reader whose tasks return the journal's rows (TASK_SCHEMA)."""
 
     def __init__(self, options: Mapping[str, str], settings: bytes) -> None:
         super().__init__(options)
         self.settings = settings  # pickled EventSettings
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
-        from ripple.pipeline.journal_events import journal_events  # the executors' side only
+        # the executors' side only
+        from ripple.pipeline.journal_events import journal_events
+        from ripple.pipeline.journal_rows import journal_rows
 
         if not isinstance(partition, RangePartition):
             raise TypeError(f"not a partition of ranges: {type(partition).__name__}")
         records = read_ranges(self.url, self.stream, partition.ranges)
         settings: EventSettings = unpickled(self.settings)
-        return journal_events(self.url, settings)(records)
+        return map(journal_rows, journal_events(self.url, settings)(records))
 
 
 class JournalSource(ChangeStreamSource):
@@ -63,9 +66,9 @@ class JournalSource(ChangeStreamSource):
     def schema(self) -> Any:
         from pyspark.sql.pandas.types import from_arrow_schema
 
-        from ripple.pipeline.transform import EVENT_SCHEMA
+        from ripple.pipeline.journal_rows import TASK_SCHEMA
 
-        return from_arrow_schema(EVENT_SCHEMA)
+        return from_arrow_schema(TASK_SCHEMA)
 
     def streamReader(self, schema: Any) -> DataSourceStreamReader:
         if not self.SETTINGS:
