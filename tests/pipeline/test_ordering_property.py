@@ -37,6 +37,29 @@ POLICY = RetryPolicy(
 )
 # each attempt's answer, in turn; once the schedule is used up, every attempt is ok
 ANSWERS = ("ok", "retry", "refused", "received-but-failed")
+STEP_NS = 10**9  # a drain's step of the clock: past every backoff (POLICY's are 2 ms at most)
+
+
+class Clock:
+    """The drains' clock, one for all the runs over a database, as real time is for two
+    workers: a drain schedules a failed event's next attempt by its clock, so a run whose
+    clock lagged behind another's would find that event not due, however often it drained.
+    It starts an hour ahead, so every queued event is due, and stays within the
+    time-to-live (only `age` goes past it): past it, a drain would bury events, and a
+    clock held still at a cap would find the next attempts it schedules never due."""
+
+    def __init__(self) -> None:
+        self.now_ns = time.time_ns() + 3600 * 10**9
+        self.cap_ns = self.now_ns + int(POLICY.time_to_live_s * 1e9) // 2
+        self.lock = threading.Lock()
+
+    def advance(self) -> int:
+        """The time of the next drain."""
+        with self.lock:
+            if self.now_ns + STEP_NS > self.cap_ns:
+                raise AssertionError("the drains' clock would pass the time-to-live")
+            self.now_ns += STEP_NS
+            return self.now_ns
 
 
 class ScheduledTarget:
@@ -87,16 +110,16 @@ steps = st.lists(
 class Run:
     """A pipeline's delivery to one destination, step by step, over one database."""
 
-    def __init__(self, engine: sa.Engine, target: ScheduledTarget, first: int = 0) -> None:
+    def __init__(
+        self, engine: sa.Engine, target: ScheduledTarget, first: int = 0, clock: Clock | None = None
+    ) -> None:
         self.engine = engine
         self.target = target
         self.first = first  # the first event's number: its sequencer's length grows past 0xF
         self.made: list[Delivery] = []
         self.last: list[Delivery] = []
         self.purged: set[str] = set()
-        self.clock_ns = time.time_ns() + 3600 * 10**9  # every queued event is due
-        # the drains' clock stays within the time-to-live; only `age` goes past it
-        self.clock_cap_ns = self.clock_ns + int(POLICY.time_to_live_s * 1e9) // 2
+        self.clock = clock or Clock()
         self.restart()
 
     def restart(self) -> None:
@@ -115,11 +138,9 @@ class Run:
             case ("rerun",):  # a crash before the offsets were stored: the batch again
                 self.deliverer.deliver({"topic": self.last})
             case ("drain",):
-                # past every backoff, within the time-to-live
-                self.clock_ns = min(self.clock_ns + 120 * 10**9, self.clock_cap_ns)
-                self.deliverer.drain(now_ns=self.clock_ns)
+                self.deliverer.drain(now_ns=self.clock.advance())
             case ("age",):  # one drain past every queued event's time-to-live
-                past = self.clock_ns + int(POLICY.time_to_live_s * 1e9) + 3600 * 10**9
+                past = self.clock.now_ns + int(POLICY.time_to_live_s * 1e9) + 3600 * 10**9
                 self.deliverer.drain(now_ns=past)
             case ("replay",):
                 self.queue.replay("hook")
@@ -185,15 +206,16 @@ def test_each_keys_events_arrive_in_sequencer_order_and_none_is_lost(
 
 def test_order_holds_while_a_drain_runs_beside_the_batches(db: Metabase) -> None:
     """Batches in one thread and drains in another, each with its own Deliverer and queue
-    over the database (as a Spark task and the drain task in two Python workers), against a
-    destination that fails at random: each key's events still arrive in order."""
+    over the database (as a Spark task and the drain task in two Python workers), and one
+    clock, against a destination that fails at random: each key's events still arrive in
+    order."""
     import random
 
     rng = random.Random(27)
     schedule = [rng.choice(ANSWERS[:2] + ANSWERS[3:]) for _ in range(400)]
     target = ScheduledTarget(schedule)
     batches = Run(db.writer, target)
-    drains = Run(db.writer, target)
+    drains = Run(db.writer, target, clock=batches.clock)
     done = threading.Event()
     errors: list[BaseException] = []
 
