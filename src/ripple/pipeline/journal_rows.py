@@ -4,8 +4,9 @@ columns (`JOURNAL_COLUMNS`, after Amazon S3 Metadata's journal), over whole Arro
 The fields an S3 event record holds (its time, requester, source address, request id, size
 and ETag) are read from the events' messages by pyarrow's JSON reader, all of a batch at
 once, so what crosses from the task into the JVM is a few short columns rather than each
-event's JSON text: Spark taking the ~1 KB message and parsing it there cost 28 µs of CPU an
-event, four times the journal's other JVM work before the write (BENCHMARKS.md, "Issue 30").
+event's JSON text: Spark taking the ~1 KB message and parsing it there cost 7 µs of machine
+CPU an event more (42.8 against 35.8 µs to Spark's noop sink), and the journal drained a
+backlog at 0.97 of the pull's rate rather than 1.03-1.17 (BENCHMARKS.md, "Issue 30").
 Two columns are left to Spark (`ripple.pipeline.journal`): the user metadata and the tags,
 carried as the events' JSON text and read into maps by `from_json`, and the rename's source
 key, carried URL-encoded as its event has it. Pure: no I/O.
