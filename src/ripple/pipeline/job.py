@@ -19,6 +19,7 @@ removing the checkpoint resets both).
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import functools
 import logging
@@ -76,6 +77,9 @@ class JobSettings:
 
 
 BatchHandler = Callable[[DataFrame, int], None]
+# what a batch's collect fails with only when its query or Spark is stopping: its job
+# cancelled, or the wait for its result interrupted
+_STOPPING = ("SPARK_JOB_CANCELLED", "java.lang.InterruptedException")
 
 
 def batch_handler(stream: str = DEFAULT_STREAM, activity: Activity | None = None) -> BatchHandler:
@@ -88,13 +92,15 @@ def batch_handler(stream: str = DEFAULT_STREAM, activity: Activity | None = None
         try:
             table = outcomes.toArrow()
         except Py4JJavaError as e:
-            if "SPARK_JOB_CANCELLED" not in str(e):
+            if not any(sign in str(e) for sign in _STOPPING):
                 raise
-            # The query is stopping: a lease is cancelled at every stop. Nothing is lost if
-            # Spark commits the batch now, as the next batch starts from the consumer
-            # offsets its tasks stored (ripple.pipeline.deliveries). Raising would cost more:
-            # Spark matches a regex against the error's text, which overflows the stack on a
-            # Java stack trace and ends the query's thread without its clean-up.
+            # The query is stopping: a lease is cancelled at every stop, and Ctrl-C in a
+            # terminal also reaches the JVM, which interrupts the wait for the batch's
+            # result. Nothing is lost if Spark commits the batch now, as the next batch
+            # starts from the consumer offsets its tasks stored (ripple.pipeline.deliveries).
+            # Raising would cost more: Spark matches a regex against the error's text, which
+            # overflows the stack on a Java stack trace and ends the query's thread without
+            # its clean-up, and py4j prints both traces.
             log.debug("%s batch %d cancelled: the query is stopping", stream, batch_id)
             return
         summary = Summary.of(rows_of(table))
@@ -332,6 +338,15 @@ def journal_started(
     return True
 
 
+def quiet(spark: SparkSession) -> None:
+    """Spark's own log, from here on, only for what is fatal: a stop the user asked for
+    cancels the lease in flight and kills its task, and Spark logs that at length (a task's
+    Arrow buffers "leaked", job groups it cannot cancel) though nothing is wrong. A query
+    that fails while stopping is still said, once, by the pipeline."""
+    with contextlib.suppress(Py4JError, ConnectionError):  # the JVM may be gone already
+        spark.sparkContext.setLogLevel("FATAL")
+
+
 def worker_setup(settings: JobSettings, **parts: Any) -> WorkerSetup:
     """The setup the job's workers build their routes and targets from: the job's
     metabase and event settings, a new run id, and `parts` (`WorkerSetup`'s other fields)."""
@@ -423,6 +438,8 @@ def run(
             # it again, skipping what was delivered.
             log.warning("the query ended while stopping: %s", reason)
     finally:
+        if stop.is_set():
+            quiet(spark)
         try:  # first, so that a lease ends after its step, not when Spark ends its worker
             if leases:
                 close_leases(engine, DEFAULT_STREAM, leases)
