@@ -94,9 +94,9 @@ def batch_handler(stream: str = DEFAULT_STREAM, activity: Activity | None = None
         except Py4JJavaError as e:
             if not any(sign in str(e) for sign in _STOPPING):
                 raise
-            # The query is stopping: a lease is cancelled at every stop, and Ctrl-C in a
-            # terminal also reaches the JVM, which interrupts the wait for the batch's
-            # result. Nothing is lost if Spark commits the batch now, as the next batch
+            # The query is stopping: a lease is cancelled at every stop, and a Ctrl-C in a
+            # terminal, which reaches Spark's processes too, can interrupt the wait for the
+            # batch's result. Nothing is lost if Spark commits the batch now, as the next batch
             # starts from the consumer offsets its tasks stored (ripple.pipeline.deliveries).
             # Raising would cost more: Spark matches a regex against the error's text, which
             # overflows the stack on a Java stack trace and ends the query's thread without
