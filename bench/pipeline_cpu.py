@@ -63,13 +63,9 @@ from ripple.events import EventSettings
 from ripple.metabase import Metabase
 from ripple.notifications.journal import JournalStore
 from ripple.notifications.registry import Destination, Registry
-from ripple.pipeline.journal import (
-    PARTITIONS,
-    journal_columns,
-    journal_events,
-    journal_rows,
-)
-from ripple.pipeline.journal_rows import TASK_SCHEMA
+from ripple.pipeline.journal import journal_columns
+from ripple.pipeline.journal_events import journal_events
+from ripple.pipeline.journal_rows import PARTITIONS, TASK_SCHEMA, journal_rows
 from ripple.pipeline.route import route_table
 from ripple.pipeline.session import spark_session
 from ripple.pipeline.source import SPARK_SCHEMA, RangePartition, read_ranges

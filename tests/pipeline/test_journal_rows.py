@@ -18,14 +18,9 @@ from pyspark.sql import SparkSession
 from ripple.metabase import Metabase, create_project
 from ripple.notifications.journal import JournalStore
 from ripple.pipeline import journal as journal_module
-from ripple.pipeline.journal import (
-    JOURNAL_COLUMNS,
-    JournalQuery,
-    journal_columns,
-    journal_rows,
-    keep_journaled,
-)
-from ripple.pipeline.journal_rows import TASK_SCHEMA
+from ripple.pipeline.journal import JournalQuery, journal_columns
+from ripple.pipeline.journal_events import keep_journaled
+from ripple.pipeline.journal_rows import JOURNAL_COLUMNS, TASK_SCHEMA, journal_rows
 from ripple.pipeline.transform import EVENT_SCHEMA
 
 PROJECT = str(uuid.uuid4())

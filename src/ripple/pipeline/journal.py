@@ -25,8 +25,8 @@ from pyspark.sql.streaming.query import StreamingQuery
 from ripple.changestream.reader import DEFAULT_STREAM
 from ripple.events import EventSettings
 from ripple.notifications.journal_expiry import journal_table
-from ripple.pipeline.journal_events import journal_events, journal_periods_of, keep_journaled
-from ripple.pipeline.journal_rows import JOURNAL_COLUMNS, PARTITIONS, journal_rows
+from ripple.pipeline.journal_events import journal_periods_of
+from ripple.pipeline.journal_rows import JOURNAL_COLUMNS, PARTITIONS
 from ripple.pipeline.journal_source import JOURNAL_SOURCE, journal_source
 from ripple.pipeline.source import engine_for
 
@@ -37,10 +37,7 @@ __all__ = [
     "JournalQuery",
     "journal_checkpoint",
     "journal_columns",
-    "journal_events",
-    "journal_rows",
     "journal_table",
-    "keep_journaled",
 ]
 
 log = logging.getLogger(__name__)
